@@ -1,0 +1,1 @@
+"""gamebatch pipeline: producer, collector, job state and the command line."""

@@ -1,0 +1,42 @@
+"""Errors that end a command with a one-line message instead of a traceback."""
+
+from __future__ import annotations
+
+
+class GamebatchError(Exception):
+    """An expected failure: printed as one line, exit status `exit_code`."""
+
+    exit_code = 1
+
+
+class UsageError(GamebatchError):
+    """Bad command-line usage or configuration."""
+
+    exit_code = 2
+
+
+class InputError(GamebatchError):
+    """A malformed input file; `str()` names the file, line and case."""
+
+    exit_code = 2
+
+    def __init__(self, reason: str, *, file: str = "", line: int = 0, case: int = 0) -> None:
+        self.reason = reason
+        self.file = file
+        self.line = line
+        self.case = case
+        super().__init__(reason)
+
+    def __str__(self) -> str:
+        where = self.file or "<input>"
+        if self.line:
+            where += f":{self.line}"
+        if self.case:
+            where += f": case {self.case}"
+        return f"{where}: {self.reason}"
+
+
+class JobFailed(GamebatchError):
+    """A job ended without a complete answer set."""
+
+    exit_code = 1

@@ -1,0 +1,108 @@
+"""The interface a game implements, the registry that finds games, and the multi-case reader."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import cache
+from importlib.metadata import entry_points
+from typing import Any, Protocol
+
+from pipeline.errors import InputError, UsageError
+from pipeline.tokens import TokenReader
+
+ENTRY_POINT_GROUP = "gamebatch.problems"
+MAX_CASES = 10**12  # T above this is certainly a mistake
+
+# A case is whatever JSON value the game's reader returns; it crosses the broker as JSON.
+Case = Any
+
+
+class TableCache(Protocol):
+    """Where a game keeps tables shared by all workers (Redis in production)."""
+
+    def get(self, name: str) -> bytes | None: ...
+
+    def set(self, name: str, value: bytes) -> None: ...
+
+
+class Problem(Protocol):
+    """One game. A module declares one of these and registers it as an entry point."""
+
+    name: str
+    answers: tuple[str, ...]  # solve() returns an index into this tuple
+
+    def read_case(self, tokens: TokenReader) -> Case:
+        """Read and validate one case; raise tokens.error(...) on bad input."""
+
+    def work(self, case: Case) -> int:
+        """A cost estimate used to size chunks (roughly proportional to solve time)."""
+
+    def solve(self, case: Case) -> int:
+        """The answer index of a validated case."""
+
+    def prepare(self, cache: TableCache | None) -> None:
+        """Load or build shared tables once per process (no-op for most games)."""
+
+    def format_case(self, case: Case) -> str:
+        """The case as input text (without the leading T), ending in a newline."""
+
+    def generate(self, rng: random.Random, shape: str, size: int) -> Case:
+        """A random valid case of the given shape and rough size."""
+
+    shapes: tuple[str, ...]
+
+    def exhaustive(self, case: Case) -> int:
+        """The answer by plain game-tree search: slow, independent of solve()."""
+
+
+@dataclass(frozen=True)
+class NumberedCase:
+    """A validated case with its 1-based number and the line where it starts."""
+
+    number: int
+    line: int
+    case: Case
+
+
+@cache
+def registry() -> dict[str, Problem]:
+    """All games registered under the entry point group."""
+    found: dict[str, Problem] = {}
+    for point in entry_points(group=ENTRY_POINT_GROUP):
+        found[point.name] = point.load()
+    if not found:  # running from a source tree that was never installed
+        from workers import pathgame, strgame
+
+        found = {"strgame": strgame.PROBLEM, "pathgame": pathgame.PROBLEM}
+    return found
+
+
+def get_problem(name: str) -> Problem:
+    """The game called `name`, or a UsageError listing the known ones."""
+    games = registry()
+    if name not in games:
+        raise UsageError(f"unknown problem {name!r}; known: {', '.join(sorted(games))}")
+    return games[name]
+
+
+def read_cases(problem: Problem, tokens: TokenReader) -> Iterator[NumberedCase]:
+    """Validate the header T, then yield T cases, then check nothing follows them."""
+    count = tokens.next_int("the number of cases T", 1, MAX_CASES)
+    for number in range(1, count + 1):
+        tokens.case = number
+        if tokens.at_end():
+            raise tokens.error(f"file ends after {number - 1} of {count} cases (T = {count})")
+        line = tokens.line
+        yield NumberedCase(number, line, problem.read_case(tokens))
+    tokens.case = 0
+    if not tokens.at_end():
+        raise tokens.error(f"unexpected data after the last of {count} cases (T = {count})")
+
+
+def check_problem(problem: Problem) -> None:
+    """Fail early when a plugin is missing part of the interface."""
+    for attr in ("name", "answers", "read_case", "work", "solve", "format_case"):
+        if not hasattr(problem, attr):
+            raise InputError(f"problem plugin {problem!r} has no {attr!r}")

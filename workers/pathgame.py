@@ -1,0 +1,206 @@
+"""The pathgame plugin: paint cells of a 2xN board without cutting the last path (SRM 637)."""
+
+from __future__ import annotations
+
+import random
+import re
+from functools import cache
+from typing import Any
+
+from pipeline.problem import TableCache
+from pipeline.tokens import TokenReader, shorten
+from workers.grundy import BORDER, CROSS, OPEN, SAME, GrundyTables, compute_tables
+
+TABLE_NAME = "pathgame:grundy"
+TABLE_SIZE = 1024  # widths solved from the table; the closed form takes over beyond
+
+# Column codes: 0 white, 1 black on top, 2 black below (3, both black, blocks every path).
+_TOP = bytes.maketrans(b".#", b"\x00\x01")
+_BOTTOM = bytes.maketrans(b".#", b"\x00\x02")
+_RUNS = re.compile(rb"\x00+")
+
+_tables: GrundyTables | None = None
+
+
+def prepare(cache: TableCache | None) -> None:
+    """Load the Grundy tables from the shared cache, or compute them and store them there."""
+    global _tables  # noqa: PLW0603 - one table set per process, loaded before the pool forks
+    if _tables is not None:
+        return
+    cached = cache.get(TABLE_NAME) if cache is not None else None
+    tables = GrundyTables.from_bytes(cached) if cached else None
+    if tables is None or tables.size < TABLE_SIZE:
+        tables = GrundyTables(compute_tables(TABLE_SIZE))
+        if cache is not None:
+            cache.set(TABLE_NAME, tables.to_bytes())
+    _tables = tables
+
+
+def tables() -> GrundyTables:
+    """The process's tables, computed on first use when prepare() was not called."""
+    if _tables is None:
+        prepare(None)
+    assert _tables is not None
+    return _tables
+
+
+def column_codes(top: bytes, bottom: bytes) -> bytes:
+    """One code byte per column (the byte-wise sum of the two translated rows)."""
+    width = len(top)
+    total = int.from_bytes(top.translate(_TOP), "big") + int.from_bytes(
+        bottom.translate(_BOTTOM), "big"
+    )
+    return total.to_bytes(width, "big")
+
+
+def read_case(tokens: TokenReader) -> list[str]:
+    """Two rows of equal length, only `.` and `#`, with a left-to-right white path."""
+    rows = [tokens.next("row 1 of the board"), tokens.next("row 2 of the board")]
+    for number, row in enumerate(rows, 1):
+        if row.translate(None, b".#"):
+            bad = next(i for i, byte in enumerate(row) if byte not in b".#")
+            raise tokens.error(
+                f"row {number} has {shorten(row[bad : bad + 1])} in column {bad + 1}:"
+                " only '.' and '#' are allowed"
+            )
+    if len(rows[0]) != len(rows[1]):
+        raise tokens.error(f"rows have different lengths ({len(rows[0])} and {len(rows[1])})")
+    codes = column_codes(rows[0], rows[1])
+    blocked = codes.find(b"\x03")
+    if blocked >= 0:
+        raise tokens.error(f"board has no left-to-right path: column {blocked + 1} is all black")
+    cut = min((i for i in (codes.find(b"\x01\x02"), codes.find(b"\x02\x01")) if i >= 0), default=-1)
+    if cut >= 0:
+        raise tokens.error(
+            f"board has no left-to-right path: columns {cut + 1} and {cut + 2}"
+            " have black cells in different rows"
+        )
+    return [row.decode("ascii") for row in rows]
+
+
+def work(case: Any) -> int:
+    """Columns: reading and scanning them is the solver's cost."""
+    return len(case[0]) + 16
+
+
+def solve(case: Any) -> int:
+    """0 (Snuke, the first player wins) or 1 (Sothe)."""
+    return 0 if board_value(case[0].encode(), case[1].encode()) else 1
+
+
+def board_value(top: bytes, bottom: bytes) -> int:
+    """Grundy value of a board: border runs from the tables, inner runs by parity.
+
+    Every inner run has value (width + [its blacks are in different rows]) mod 2 (the
+    closed form, checked against the tables in the tests), so their XOR is the parity of
+    the inner white columns plus the row changes between consecutive black cells.
+    """
+    width = len(top)
+    g = tables()
+    firsts = [i for i in (top.find(b"#"), bottom.find(b"#")) if i >= 0]
+    if not firsts:
+        return g.value(OPEN, width)
+    first = min(firsts)
+    last = max(top.rfind(b"#"), bottom.rfind(b"#"))
+    blacks = top.count(b"#") + bottom.count(b"#")
+    inner_white = last - first + 1 - blacks
+    rows = column_codes(top[first : last + 1], bottom[first : last + 1]).translate(None, b"\x00")
+    changes = rows.count(b"\x01\x02") + rows.count(b"\x02\x01")
+    return (
+        g.value(BORDER, first) ^ g.value(BORDER, width - 1 - last) ^ ((inner_white + changes) & 1)
+    )
+
+
+def board_value_by_runs(top: bytes, bottom: bytes) -> int:
+    """Grundy value as the XOR of every run's table value (the textbook decomposition)."""
+    codes = column_codes(top, bottom)
+    width, g, value = len(codes), tables(), 0
+    for run in _RUNS.finditer(codes):
+        start, end = run.span()
+        if start == 0 and end == width:
+            kind = OPEN
+        elif start == 0 or end == width:
+            kind = BORDER
+        else:
+            kind = SAME if codes[start - 1] == codes[end] else CROSS
+        value ^= g.value(kind, end - start)
+    return value
+
+
+def has_path(top: str, bottom: str) -> bool:
+    """Breadth-first search for a left-to-right path of white cells."""
+    rows = (top, bottom)
+    width = len(top)
+    seen = {(r, 0) for r in (0, 1) if rows[r][0] == "."}
+    frontier = list(seen)
+    while frontier:
+        r, c = frontier.pop()
+        if c == width - 1:
+            return True
+        for nr, nc in ((1 - r, c), (r, c + 1), (r, c - 1)):
+            if 0 <= nc < width and rows[nr][nc] == "." and (nr, nc) not in seen:
+                seen.add((nr, nc))
+                frontier.append((nr, nc))
+    return False
+
+
+@cache
+def _mover_wins(top: str, bottom: str) -> bool:
+    for r in (0, 1):
+        for c in range(len(top)):
+            if (top, bottom)[r][c] != ".":
+                continue
+            row = (top, bottom)[r]
+            painted = row[:c] + "#" + row[c + 1 :]
+            nxt = (painted, bottom) if r == 0 else (top, painted)
+            if has_path(*nxt) and not _mover_wins(*nxt):
+                return True
+    return False
+
+
+def exhaustive(case: Any) -> int:
+    """Plain minimax over explicit boards (paint any cell that keeps a path); small only."""
+    return 0 if _mover_wins(case[0], case[1]) else 1
+
+
+def format_case(case: Any) -> str:
+    """The two rows on one line."""
+    return f"{case[0]} {case[1]}\n"
+
+
+SHAPES = ("random", "white", "alternating", "sparse", "width1", "small")
+
+
+def generate(rng: random.Random, shape: str, size: int) -> list[str]:
+    """A valid board of about `size` columns."""
+    width = 1 if shape == "width1" else rng.randint(1, 6) if shape == "small" else max(size, 1)
+    density = {"white": 0.0, "sparse": 0.02, "alternating": 0.5}.get(shape, rng.random())
+    top, bottom, previous = [], [], 0  # previous: 0 white, 1 top black, 2 bottom black
+    for _ in range(width):
+        code = 0
+        if rng.random() < density:
+            code = previous or rng.choice((1, 2))
+            if shape == "alternating" and previous == 0:
+                code = 1 + (len(top) // 2) % 2
+        top.append("#" if code == 1 else ".")
+        bottom.append("#" if code == 2 else ".")
+        previous = code
+    return ["".join(top), "".join(bottom)]
+
+
+class PathGame:
+    """The plugin object registered under `gamebatch.problems`."""
+
+    name = "pathgame"
+    answers = ("Snuke", "Sothe")
+    shapes = SHAPES
+    read_case = staticmethod(read_case)
+    work = staticmethod(work)
+    solve = staticmethod(solve)
+    exhaustive = staticmethod(exhaustive)
+    format_case = staticmethod(format_case)
+    generate = staticmethod(generate)
+    prepare = staticmethod(prepare)
+
+
+PROBLEM = PathGame()

@@ -1,0 +1,160 @@
+"""The strgame plugin: K rounds of building a common prefix of n strings (CF 455B)."""
+
+from __future__ import annotations
+
+import random
+import string
+from functools import cache
+from typing import Any
+
+from pipeline.tokens import TokenReader, shorten
+
+MAX_K = 10**9
+MAX_STRINGS = 10**12
+_LOWER = string.ascii_lowercase.encode()
+
+StrCase = tuple[int, list[str]]  # (K, strings); JSON turns the tuple into a list
+
+
+def read_case(tokens: TokenReader) -> list[Any]:
+    """Read `n K` and n strings of lowercase letters."""
+    n = tokens.next_int("n (the number of strings)", 1, MAX_STRINGS)
+    k = tokens.next_int("K (the number of rounds)", 1, MAX_K)
+    words = []
+    for i in range(1, n + 1):
+        word = tokens.next(f"string {i} of {n}")
+        if word.translate(None, _LOWER):
+            bad = next(j for j, byte in enumerate(word) if byte not in _LOWER)
+            raise tokens.error(
+                f"string {i} of {n} has {shorten(word[bad : bad + 1])} at position {bad + 1}:"
+                " only lowercase letters a-z are allowed"
+            )
+        words.append(word.decode("ascii"))
+    return [k, words]
+
+
+def work(case: Any) -> int:
+    """Letters plus strings: sorting and comparing them is the solver's cost."""
+    return sum(map(len, case[1])) + len(case[1])
+
+
+def common_prefix(a: str, b: str) -> int:
+    """Length of the longest common prefix, compared in C via big integers."""
+    m = min(len(a), len(b))
+    x = int.from_bytes(a[:m].encode(), "big") ^ int.from_bytes(b[:m].encode(), "big")
+    return m - (x.bit_length() + 7) // 8
+
+
+def first_player_outcomes(words: list[str]) -> tuple[bool, bool]:
+    """(can force a win, can force a loss) for the first mover of one round.
+
+    Works on the compressed trie given by the sorted leaves (strings that are not a
+    prefix of another) and the common prefixes of neighbours, with an explicit stack.
+    Along a chain of single-child nodes both outcomes flip at every step.
+    """
+    ordered = sorted(set(words))
+    leaves = [w for w, nxt in zip(ordered, ordered[1:]) if not nxt.startswith(w)]
+    leaves.append(ordered[-1])
+    # Open branching nodes on the current path: depth, and whether some closed child
+    # lets the mover win (child lost for the opponent) / lose (child won for the opponent).
+    depths, wins, loses = [0], [False], [False]
+    for i, leaf in enumerate(leaves):
+        split = common_prefix(leaf, leaves[i + 1]) if i + 1 < len(leaves) else 0
+        depth, win, lose = len(leaf), False, True  # at a leaf the mover cannot move
+        while depths[-1] > split:
+            flip = (depth - depths[-1] - 1) & 1  # value at the child of the open node
+            wins[-1] |= win == bool(flip)
+            loses[-1] |= lose == bool(flip)
+            depth, win, lose = depths.pop(), wins.pop(), loses.pop()
+        flip = (depth - split - 1) & 1
+        if depths[-1] == split:
+            wins[-1] |= win == bool(flip)
+            loses[-1] |= lose == bool(flip)
+        else:
+            depths.append(split)
+            wins.append(win == bool(flip))
+            loses.append(lose == bool(flip))
+    return wins[0], loses[0]
+
+
+def solve(case: Any) -> int:
+    """0 (Pure) or 1 (Dirty)."""
+    k, words = case
+    can_win, can_lose = first_player_outcomes(words)
+    pure = can_win and (can_lose or k % 2 == 1)
+    return 0 if pure else 1
+
+
+def exhaustive(case: Any) -> int:
+    """Plain minimax over (round, word so far) for the whole K-round game; small cases only."""
+    k, words = case
+    prefixes = {w[:i] for w in words for i in range(len(w) + 1)}
+    letters = sorted({c for w in words for c in w})
+
+    @cache
+    def mover_wins(round_no: int, word: str) -> bool:
+        moves = [word + c for c in letters if word + c in prefixes]
+        if not moves:  # the mover loses this round and starts the next one
+            return False if round_no == k else mover_wins(round_no + 1, "")
+        return any(not mover_wins(round_no, nxt) for nxt in moves)
+
+    return 0 if mover_wins(1, "") else 1
+
+
+def format_case(case: Any) -> str:
+    """`n K` then one string per line."""
+    k, words = case
+    return f"{len(words)} {k}\n" + "".join(w + "\n" for w in words)
+
+
+SHAPES = ("random", "long", "singles", "wide", "chain", "extreme-k", "small")
+
+
+def generate(rng: random.Random, shape: str, size: int) -> list[Any]:
+    """A valid case whose total length is about `size` letters."""
+    size = max(size, 1)
+    k = rng.choice((1, MAX_K, MAX_K - 1)) if shape == "extreme-k" else rng.randint(1, 10)
+    if shape == "long":
+        words = ["".join(rng.choices("ab", k=size))]
+    elif shape == "singles":
+        words = rng.choices(string.ascii_lowercase, k=size)
+    elif shape == "wide":
+        alphabet = string.ascii_lowercase[: max(2, min(26, round(size ** (1 / 3))))]
+        words = [a + b + c for a in alphabet for b in alphabet for c in alphabet]
+    elif shape == "chain":
+        words = ["a" * i for i in range(1, max(2, int((2 * size) ** 0.5)) + 1)]
+        rng.shuffle(words)
+    elif shape == "small":
+        k = rng.randint(1, 4)
+        words = [
+            "".join(rng.choices("abc"[: rng.randint(1, 3)], k=rng.randint(1, 4)))
+            for _ in range(rng.randint(1, 4))
+        ]
+    else:
+        words = []
+        left = size
+        while left > 0:
+            word = "".join(rng.choices("abcde", k=min(left, rng.randint(1, 12))))
+            words.append(word)
+            left -= len(word)
+    return [k, words]
+
+
+class StrGame:
+    """The plugin object registered under `gamebatch.problems`."""
+
+    name = "strgame"
+    answers = ("Pure", "Dirty")
+    shapes = SHAPES
+    read_case = staticmethod(read_case)
+    work = staticmethod(work)
+    solve = staticmethod(solve)
+    exhaustive = staticmethod(exhaustive)
+    format_case = staticmethod(format_case)
+    generate = staticmethod(generate)
+
+    def prepare(self, cache: object) -> None:
+        """Nothing to load."""
+
+
+PROBLEM = StrGame()
