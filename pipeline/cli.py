@@ -1,0 +1,203 @@
+"""The `gamebatch` command line: parses arguments and hands over to `pipeline.service`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pipeline.errors import GamebatchError, UsageError
+
+if TYPE_CHECKING:
+    from pipeline.config import Settings
+
+PROBLEMS_HELP = "the game: strgame, pathgame, or any registered plugin"
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="gamebatch",
+        description="Solve multi-case combinatorial-game files on Celery workers over Redis.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name: str, help_: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help_, description=help_)
+        p.add_argument("--config", metavar="FILE", help="YAML settings (or GAMEBATCH_CONFIG)")
+        return p
+
+    def broker(p: argparse.ArgumentParser, required: bool = False) -> None:
+        p.add_argument(
+            "--broker", metavar="URL", help="Redis URL (or GAMEBATCH_BROKER_URL)"
+            + ("" if required else "; default: an embedded Redis with local workers"),
+        )  # fmt: skip
+
+    p = command("solve", "solve input files and write one result file per input")
+    p.add_argument("-p", "--problem", required=True, help=PROBLEMS_HELP)
+    p.add_argument("inputs", nargs="+", metavar="INPUT", type=Path)
+    out = p.add_mutually_exclusive_group()
+    out.add_argument("-o", "--output", type=Path, help="result file (one input)")
+    out.add_argument("--out-dir", type=Path, help="folder for DIR/<input name>.out")
+    broker(p)
+    p.add_argument("--workers", type=int, help="local worker processes (default: CPUs)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress display")
+
+    p = command("submit", "queue one input file and print its job id")
+    p.add_argument("-p", "--problem", required=True, help=PROBLEMS_HELP)
+    p.add_argument("input", metavar="INPUT", type=Path)
+    broker(p, required=True)
+
+    p = command("collect", "wait for a job and write its result file")
+    p.add_argument("job", metavar="JOB")
+    p.add_argument("-o", "--output", type=Path, required=True)
+    p.add_argument("--timeout", type=float, metavar="SECONDS")
+    broker(p, required=True)
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress display")
+
+    p = command("status", "show the progress of one job, or of every job")
+    p.add_argument("job", metavar="JOB", nargs="?")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    broker(p, required=True)
+
+    p = command("worker", "run a Celery worker in the foreground until SIGTERM or SIGINT")
+    broker(p, required=True)
+    p.add_argument("--concurrency", type=int, help="pool processes (default: CPUs)")
+    p.add_argument("--loglevel", default="INFO")
+    return parser
+
+
+def _settings(args: argparse.Namespace, need_broker: bool) -> Settings:
+    from pipeline.config import load_settings
+
+    settings = load_settings(
+        args.config, broker_url=args.broker, workers=getattr(args, "workers", None)
+    )
+    if need_broker and not settings.broker_url:
+        raise UsageError(
+            f"{args.command} needs a broker: pass --broker URL or set GAMEBATCH_BROKER_URL"
+        )
+    return settings
+
+
+def _cmd_solve(args: argparse.Namespace) -> int:
+    from pipeline import service
+    from pipeline.problem import get_problem
+
+    settings = _settings(args, need_broker=False)
+    problem = get_problem(args.problem)
+    if len(args.inputs) > 1 and args.output:
+        raise UsageError("-o takes one input; use --out-dir DIR for several")
+    for path in args.inputs:
+        if not path.is_file():
+            raise UsageError(f"cannot read {path}: no such file")
+    target_dir = args.out_dir or (args.output.parent if args.output else None)
+    if target_dir is not None and not target_dir.is_dir():
+        raise UsageError(f"output folder {target_dir} does not exist")
+    if args.out_dir is not None:
+        files = [service.FileJob(p, args.out_dir / f"{p.name}.out") for p in args.inputs]
+    elif args.output is not None:
+        files = [service.FileJob(args.inputs[0], args.output)]
+    elif len(args.inputs) == 1:
+        files = [service.FileJob(args.inputs[0], None)]
+    else:
+        raise UsageError("several inputs need --out-dir DIR")
+    return service.solve(settings, problem, files, _err, quiet=args.quiet)
+
+
+def _cmd_submit(args: argparse.Namespace) -> int:
+    from pipeline import producer, service
+    from pipeline.problem import get_problem
+
+    settings = _settings(args, need_broker=True)
+    problem = get_problem(args.problem)
+    if not args.input.is_file():
+        raise UsageError(f"cannot read {args.input}: no such file")
+    with service.cluster(settings) as c:
+        job = producer.submit(problem, args.input, c.store, c.sender(), c.settings)
+    print(f"{job.total} cases in {job.chunks} chunks ({job.queued} queued)")
+    print(job.job_id)
+    return 0
+
+
+def _cmd_collect(args: argparse.Namespace) -> int:
+    from pipeline import service
+    from pipeline.progress import Progress
+
+    settings = _settings(args, need_broker=True)
+    if not (args.output.parent or Path(".")).is_dir():
+        raise UsageError(f"output folder {args.output.parent} does not exist")
+    with service.cluster(settings) as c:
+        problem = service.problem_of(c.store, args.job)
+        progress = Progress("collect", enabled=not args.quiet)
+        manifest = c.store.progress(args.job)
+        progress.add_total(manifest.total or 0 if manifest else 0)
+        try:
+            service.collect(c, problem, args.job, args.output, args.timeout, progress)
+        finally:
+            progress.close()
+    return 0
+
+
+def _cmd_status(args: argparse.Namespace) -> int:
+    from pipeline import service
+
+    settings = _settings(args, need_broker=True)
+    with service.cluster(settings) as c:
+        ids = [args.job] if args.job else c.store.jobs()
+        found = [c.store.progress(job_id) for job_id in ids]
+    if args.job and found[0] is None:
+        raise GamebatchError(f"job {args.job} does not exist")
+    rows = [p.as_dict() for p in found if p is not None]
+    if args.json:
+        print(json.dumps(rows[0] if args.job else rows))
+        return 0
+    for row in rows:
+        total = "?" if row["total"] is None else row["total"]
+        print(f"{row['job']}  {row['state']:<9} {row['done']}/{total} cases")
+    return 0
+
+
+def _cmd_worker(args: argparse.Namespace) -> int:
+    from workers.celery_app import create_app
+
+    settings = _settings(args, need_broker=True)
+    argv = ["worker", "--loglevel", args.loglevel]
+    if args.concurrency:
+        argv += ["--concurrency", str(args.concurrency)]
+    create_app(settings).worker_main(argv)
+    return 0
+
+
+_COMMANDS = {
+    "solve": _cmd_solve,
+    "submit": _cmd_submit,
+    "collect": _cmd_collect,
+    "status": _cmd_status,
+    "worker": _cmd_worker,
+}
+
+
+def _err(line: str) -> None:
+    print(f"gamebatch: {line}", file=sys.stderr)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `gamebatch` console script."""
+    args = _parser().parse_args(argv)
+    try:
+        return _COMMANDS[args.command](args)
+    except GamebatchError as exc:
+        _err(f"error: {exc}")
+        return exc.exit_code
+    except KeyboardInterrupt:
+        _err("interrupted")
+        return 130
+    except BrokenPipeError:
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

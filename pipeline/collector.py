@@ -1,0 +1,81 @@
+"""The collector: waits for a job's answers and writes them, in input order, to a result file."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TextIO
+
+from pipeline.errors import JobFailed
+from pipeline.jobstore import JobState, JobStore, Progress
+from pipeline.problem import Problem
+
+
+class CollectTimeout(JobFailed):
+    """The job did not finish in time."""
+
+
+def wait_for(
+    store: JobStore,
+    job_id: str,
+    *,
+    poll: float,
+    timeout: float | None = None,
+    on_progress: Callable[[Progress], None] = lambda p: None,
+) -> Progress:
+    """Poll until every chunk has answers; raise JobFailed on failure, loss or timeout."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        progress = store.progress(job_id)
+        if progress is None:
+            raise JobFailed(f"job {job_id} does not exist (finished long ago, or Redis lost it)")
+        on_progress(progress)
+        if progress.state in (JobState.COMPLETE, JobState.DONE):
+            return progress
+        if progress.state == JobState.FAILED:
+            first = min(progress.failures)
+            raise JobFailed(f"job {job_id} failed: {progress.failures[first]}")
+        if deadline is not None and time.monotonic() >= deadline:
+            raise CollectTimeout(
+                f"job {job_id} not finished after {timeout:g} s"
+                f" ({progress.done} of {progress.total or '?'} cases)"
+            )
+        time.sleep(poll)
+
+
+def write_result(
+    store: JobStore, job_id: str, problem: Problem, progress: Progress, out: TextIO
+) -> None:
+    """Write one answer word per case, in input order."""
+    words = {ord(str(i)): word + "\n" for i, word in enumerate(problem.answers)}
+    written = 0
+    for digits in store.iter_answers(job_id, progress.chunks or 0):
+        out.write(digits.translate(words))
+        written += len(digits)
+    if written != progress.total:
+        raise JobFailed(f"job {job_id} has {written} answers for {progress.total} cases")
+
+
+def write_result_file(
+    store: JobStore, job_id: str, problem: Problem, progress: Progress, path: Path
+) -> None:
+    """Write to a temporary file beside `path`, fsync, then rename: never a partial file."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent or ".")
+    try:
+        with os.fdopen(fd, "w", encoding="ascii", newline="\n") as out:
+            write_result(store, job_id, problem, progress, out)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def finish(store: JobStore, job_id: str, ttl: int) -> None:
+    """Mark the job done and let its keys expire (a re-run within `ttl` costs nothing)."""
+    store.set_state(job_id, JobState.DONE)
+    store.expire(job_id, ttl)

@@ -1,0 +1,121 @@
+"""Settings: defaults, then a YAML file, then GAMEBATCH_* environment variables, then flags."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from pipeline.errors import UsageError
+
+ENV_PREFIX = "GAMEBATCH_"
+CONFIG_ENV = "GAMEBATCH_CONFIG"
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ChunkSettings(_Section):
+    """How cases are grouped into tasks (work is the game's cost estimate of a case)."""
+
+    target_work: int = Field(400_000, gt=0)
+    max_cases: int = Field(20_000, gt=0)
+    window: int = Field(256, ge=0)  # chunks in flight while `solve` produces; 0: no limit
+
+
+class LimitSettings(_Section):
+    """Input limits enforced while reading, before anything large is held."""
+
+    max_token_bytes: int = Field(1 << 26, gt=0)
+    max_file_bytes: int = Field(0, ge=0)  # 0: no limit
+
+
+class Settings(_Section):
+    """Everything a command or a worker needs to know."""
+
+    broker_url: str | None = None  # None: start an embedded Redis and local workers
+    workers: int | None = Field(None, gt=0)  # local worker processes (default: one per CPU)
+    queue: str = Field("gamebatch", min_length=1)
+    visibility_timeout: int = Field(3600, gt=0)  # seconds before Redis redelivers a message
+    result_ttl: int = Field(7 * 24 * 3600, gt=0)  # seconds job keys live after collection
+    poll_interval: float = Field(0.05, gt=0)
+    chunk: ChunkSettings = ChunkSettings()
+    limits: LimitSettings = LimitSettings()
+
+
+def load_settings(path: str | None = None, **flags: Any) -> Settings:
+    """Merge the layers and validate them; errors name the offending key and its source."""
+    path = path or os.environ.get(CONFIG_ENV)
+    data: dict[str, Any] = {}
+    source = "defaults"
+    if path:
+        data = _read_yaml(Path(path))
+        source = f"config {path}"
+    env = _environment()
+    if env:
+        data = _merge(data, env)
+        source += " and GAMEBATCH_* environment variables"
+    data = _merge(data, {k: v for k, v in flags.items() if v is not None})
+    try:
+        return Settings.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        key = ".".join(str(part) for part in first["loc"])
+        raise UsageError(f"{source}: setting {key!r}: {first['msg']}") from None
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    try:
+        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise UsageError(f"cannot read config {path}: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        raise UsageError(f"config {path} is not valid YAML: {str(exc).splitlines()[0]}") from None
+    if doc is None:
+        return {}
+    if not isinstance(doc, dict):
+        raise UsageError(f"config {path} must be a mapping of settings")
+    return doc
+
+
+def _environment() -> dict[str, Any]:
+    """GAMEBATCH_KEY=value and GAMEBATCH_SECTION__KEY=value as nested settings."""
+    found: dict[str, Any] = {}
+    for name, value in os.environ.items():
+        if not name.startswith(ENV_PREFIX) or name == CONFIG_ENV:
+            continue
+        parts = name[len(ENV_PREFIX) :].lower().split("__")
+        node = found
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+        node[parts[-1]] = value
+    return found
+
+
+def _merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in top.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def mask_url(url: str | None) -> str:
+    """The URL with its password replaced, safe to print."""
+    if not url:
+        return "(embedded)"
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    user = parts.username or ""
+    host = parts.hostname or ""
+    if parts.port:
+        host += f":{parts.port}"
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))

@@ -1,0 +1,118 @@
+"""The producer: reads an input file as a stream, validates it, and queues its chunks."""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from pipeline.chunking import chunk_cases
+from pipeline.config import Settings
+from pipeline.errors import InputError, UsageError
+from pipeline.jobstore import JobStore
+from pipeline.messages import ChunkPayload
+from pipeline.problem import Problem, read_cases
+from pipeline.tokens import TokenReader
+
+Send = Callable[[str, int], None]  # queue a task for (job id, chunk index)
+
+
+@dataclass(frozen=True)
+class Submitted:
+    """A job whose every chunk is queued or already answered."""
+
+    job_id: str
+    input: Path
+    total: int
+    chunks: int
+    queued: int  # chunks queued by this run (0 when a previous run did everything)
+
+
+def checksum(path: Path) -> str:
+    """SHA-256 of the file's bytes."""
+    try:
+        with path.open("rb") as stream:
+            return hashlib.file_digest(stream, "sha256").hexdigest()
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror}") from None
+
+
+def job_id_for(problem: Problem, digest: str) -> str:
+    """Jobs are named by what they compute, so a re-run finds its earlier job."""
+    return f"{problem.name}-{digest[:24]}"
+
+
+def submit(
+    problem: Problem,
+    path: Path,
+    store: JobStore,
+    send: Send,
+    settings: Settings,
+    *,
+    window: int = 0,
+    on_cases: Callable[[int], None] = lambda n: None,
+) -> Submitted:
+    """Validate and queue every chunk without answers; reuse a finished earlier run.
+
+    With `window` > 0, waits while that many chunks of this run are unanswered, so that
+    Redis holds a bounded part of a large input. On bad input the job is deleted and the
+    InputError propagates.
+    """
+    job_id = job_id_for(problem, checksum(path))
+    manifest = store.open_job(
+        job_id,
+        {
+            "problem": problem.name,
+            "input": path.name,
+            "target_work": settings.chunk.target_work,
+            "max_cases": settings.chunk.max_cases,
+        },
+    )
+    progress = store.progress(job_id)
+    if progress and progress.chunks is not None and progress.done_chunks == progress.chunks:
+        on_cases(progress.total or 0)
+        return Submitted(job_id, path, progress.total or 0, progress.chunks, 0)
+    answered = store.answered(job_id)
+    target, max_cases = int(manifest["target_work"]), int(manifest["max_cases"])
+    queued = total = chunks = 0
+    try:
+        with path.open("rb") as stream:
+            tokens = TokenReader(
+                stream,
+                str(path),
+                max_token=settings.limits.max_token_bytes,
+                max_bytes=settings.limits.max_file_bytes,
+            )
+            cases = read_cases(problem, tokens)
+            for chunk in chunk_cases(cases, problem.work, target, max_cases):
+                chunks, total = chunk.index + 1, total + len(chunk.cases)
+                if chunk.index not in answered:
+                    payload = ChunkPayload(problem.name, chunk.first, chunk.cases)
+                    store.put_chunk(job_id, chunk.index, payload.encode())
+                    send(job_id, chunk.index)
+                    queued += 1
+                    if window:
+                        _wait_for_room(store, job_id, queued, len(answered), window, settings)
+                on_cases(len(chunk.cases))
+    except InputError:
+        store.delete(job_id)  # nothing of a bad file is kept or written
+        raise
+    except OSError as exc:
+        store.delete(job_id)
+        raise UsageError(f"cannot read {path}: {exc.strerror}") from None
+    store.finish_production(job_id, chunks, total)
+    return Submitted(job_id, path, total, chunks, queued)
+
+
+def _wait_for_room(
+    store: JobStore, job_id: str, queued: int, answered_before: int, window: int, s: Settings
+) -> None:
+    """Block while `window` chunks queued by this run are still without answers."""
+    while True:
+        progress = store.progress(job_id)
+        done_now = progress.done_chunks - answered_before if progress else queued
+        if queued - done_now < window or (progress and progress.failures):
+            return
+        time.sleep(s.poll_interval)

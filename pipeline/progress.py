@@ -1,0 +1,67 @@
+"""Progress display: a tqdm bar on a terminal, plain periodic lines otherwise."""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import TextIO
+
+from tqdm import tqdm
+
+_LINE_EVERY = 10.0  # seconds between plain lines
+
+
+class Progress:
+    """Counts cases done against a total that may grow while the input is read."""
+
+    def __init__(self, label: str, *, stream: TextIO | None = None, enabled: bool = True) -> None:
+        self.stream = stream or sys.stderr
+        self.label = label
+        self.enabled = enabled
+        self.done = 0
+        self.total = 0
+        self._start = time.monotonic()
+        self._last_line = self._start
+        self._bar: tqdm[None] | None = None
+        if enabled and self.stream.isatty():
+            self._bar = tqdm(total=0, desc=label, unit="case", file=self.stream, leave=False)
+
+    def add_total(self, cases: int) -> None:
+        """More cases were read."""
+        self.total += cases
+        if self._bar is not None:
+            self._bar.total = self.total
+            self._bar.refresh()
+
+    def set_done(self, done: int) -> None:
+        """Cases answered so far (absolute)."""
+        if done <= self.done:
+            return
+        if self._bar is not None:
+            self._bar.update(done - self.done)
+        self.done = done
+        self._maybe_line()
+
+    def _maybe_line(self) -> None:
+        now = time.monotonic()
+        if self._bar is not None or not self.enabled or now - self._last_line < _LINE_EVERY:
+            return
+        self._last_line = now
+        self.stream.write(self.summary() + "\n")
+        self.stream.flush()
+
+    def summary(self) -> str:
+        """One line: done/total, rate and time left."""
+        elapsed = max(time.monotonic() - self._start, 1e-9)
+        rate = self.done / elapsed
+        left = (self.total - self.done) / rate if rate and self.total > self.done else 0.0
+        return (
+            f"{self.label}: {self.done}/{self.total} cases, {rate:,.0f} cases/s,"
+            f" {left:,.0f} s left"
+        )
+
+    def close(self) -> None:
+        """Remove the bar."""
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None

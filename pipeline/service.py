@@ -1,0 +1,130 @@
+"""The composition root: wires settings, Redis, Celery, producer and collector for each command."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from pipeline import collector, producer
+from pipeline.config import Settings
+from pipeline.errors import InputError
+from pipeline.jobstore import JobStore
+from pipeline.jobstore import Progress as JobProgress
+from pipeline.problem import Problem, get_problem
+from pipeline.progress import Progress
+
+
+@dataclass
+class Cluster:
+    """A broker to talk to, and a health check for local workers when there are any."""
+
+    settings: Settings  # with broker_url set
+    store: JobStore
+    check: Callable[[], None]
+
+    def sender(self) -> producer.Send:
+        """A function that queues one chunk task."""
+        from workers.celery_app import TASK_NAME, create_app
+
+        app = create_app(self.settings)
+        queue = self.settings.queue
+
+        def send(job_id: str, index: int) -> None:
+            app.send_task(TASK_NAME, args=[job_id, index], queue=queue)
+
+        return send
+
+
+@contextmanager
+def cluster(settings: Settings) -> Iterator[Cluster]:
+    """The configured broker, or an embedded Redis with local workers for the duration."""
+    if settings.broker_url:
+        yield Cluster(settings, JobStore.from_url(settings.broker_url), lambda: None)
+        return
+    from pipeline.embedded import EmbeddedCluster
+
+    workers = settings.workers or os.cpu_count() or 1
+    with EmbeddedCluster(workers, os.environ.get("GAMEBATCH_CONFIG")) as local:
+        bound = settings.model_copy(update={"broker_url": local.url})
+        yield Cluster(bound, JobStore.from_url(local.url), local.check)
+
+
+@dataclass(frozen=True)
+class FileJob:
+    """One input file and where its result goes (None: standard output)."""
+
+    input: Path
+    output: Path | None
+
+
+def solve(
+    settings: Settings,
+    problem: Problem,
+    files: list[FileJob],
+    report: Callable[[str], None],
+    quiet: bool = False,
+) -> int:
+    """Queue every file, then collect each in order; bad files are reported and skipped."""
+    status = 0
+    progress = Progress("solve", enabled=not quiet)
+    with cluster(settings) as c:
+        send = c.sender()
+        submitted = []
+        for item in files:
+            try:
+                job = producer.submit(
+                    problem, item.input, c.store, send, c.settings,
+                    window=c.settings.chunk.window, on_cases=progress.add_total,
+                )  # fmt: skip
+            except InputError as exc:
+                report(f"error: {exc}")
+                status = 2
+                continue
+            submitted.append((item, job))
+        base = 0
+        for item, job in submitted:
+            done = collect(c, problem, job.job_id, item.output, None, progress, base)
+            base += done.total or 0
+    progress.close()
+    return status
+
+
+def collect(
+    c: Cluster,
+    problem: Problem,
+    job_id: str,
+    output: Path | None,
+    timeout: float | None,
+    progress: Progress,
+    base: int = 0,
+) -> JobProgress:
+    """Wait for a job and write its result file (or standard output)."""
+
+    def on_progress(p: JobProgress) -> None:
+        c.check()
+        progress.set_done(base + p.done)
+
+    done = collector.wait_for(
+        c.store, job_id, poll=c.settings.poll_interval, timeout=timeout, on_progress=on_progress
+    )
+    if output is None:
+        collector.write_result(c.store, job_id, problem, done, sys.stdout)
+        sys.stdout.flush()
+    else:
+        collector.write_result_file(c.store, job_id, problem, done, output)
+    collector.finish(c.store, job_id, c.settings.result_ttl)
+    return done
+
+
+def problem_of(store: JobStore, job_id: str) -> Problem:
+    """The game of an existing job."""
+    from pipeline.errors import JobFailed
+
+    manifest = store.manifest(job_id)
+    if manifest is None:
+        raise JobFailed(f"job {job_id} does not exist (finished long ago, or Redis lost it)")
+    return get_problem(manifest["problem"])

@@ -1,0 +1,62 @@
+"""The Celery application: JSON-only messages, late acknowledgement, tables loaded before fork."""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any
+
+from celery import Celery, signals
+
+from pipeline.config import Settings, load_settings
+from pipeline.errors import UsageError
+from pipeline.jobstore import JobStore
+from pipeline.problem import registry
+
+TASK_NAME = "gamebatch.solve_chunk"
+
+
+def create_app(settings: Settings) -> Celery:
+    """An app bound to the settings' broker, with the chunk task registered."""
+    if not settings.broker_url:
+        raise UsageError("no broker: pass --broker URL or set GAMEBATCH_BROKER_URL")
+    app = Celery("gamebatch", broker=settings.broker_url, set_as_current=False)
+    app.conf.update(
+        task_serializer="json",
+        accept_content=["json"],
+        result_accept_content=["json"],
+        event_serializer="json",
+        task_ignore_result=True,
+        task_acks_late=True,  # a task whose worker dies is delivered again
+        task_reject_on_worker_lost=True,
+        worker_prefetch_multiplier=1,  # chunks are long: do not hoard them
+        task_default_queue=settings.queue,
+        broker_transport_options={"visibility_timeout": settings.visibility_timeout},
+        broker_connection_retry_on_startup=True,
+        worker_hijack_root_logger=False,
+    )
+    from workers.tasks import register
+
+    register(app)
+    return app
+
+
+@cache
+def default_app() -> Celery:
+    """The app of `celery -A workers`, configured from GAMEBATCH_* and GAMEBATCH_CONFIG."""
+    return create_app(load_settings())
+
+
+@cache
+def store_for(url: str) -> JobStore:
+    """One Redis client per process (and per broker URL)."""
+    return JobStore.from_url(url)
+
+
+@signals.worker_init.connect
+def _prepare_tables(sender: Any = None, **_: Any) -> None:
+    """Load (or build and share) every game's tables once, in the parent before it forks."""
+    app = getattr(sender, "app", None)
+    url = app.conf.broker_url if app is not None else None
+    cache_ = JobStore.from_url(url) if url else None
+    for problem in registry().values():
+        problem.prepare(cache_)
