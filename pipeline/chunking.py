@@ -22,7 +22,8 @@ def chunk_cases(
     cases: Iterable[NumberedCase], work: Callable[[Case], int], target: int, max_cases: int
 ) -> Iterator[Chunk]:
     """Yield chunks in input order; a chunk closes once it reaches the target work or count."""
-    index, first, batch, total = 0, 1, [], 0
+    index, first, total = 0, 1, 0
+    batch: list[Case] = []
     for numbered in cases:
         if not batch:
             first = numbered.number

@@ -64,7 +64,9 @@ def _parser() -> argparse.ArgumentParser:
 
     p = command("worker", "run a Celery worker in the foreground until SIGTERM or SIGINT")
     broker(p, required=True)
-    p.add_argument("--concurrency", type=int, help="pool processes (default: CPUs)")
+    p.add_argument(
+        "--concurrency", type=int, help="pool processes (or GAMEBATCH_CONCURRENCY; default: CPUs)"
+    )
     p.add_argument("--loglevel", default="INFO")
     return parser
 
@@ -135,7 +137,9 @@ def _cmd_collect(args: argparse.Namespace) -> int:
         manifest = c.store.progress(args.job)
         progress.add_total(manifest.total or 0 if manifest else 0)
         try:
-            service.collect(c, problem, args.job, args.output, args.timeout, progress)
+            service.collect(
+                c, problem, args.job, args.output, timeout=args.timeout, progress=progress
+            )
         finally:
             progress.close()
     return 0
@@ -165,8 +169,9 @@ def _cmd_worker(args: argparse.Namespace) -> int:
 
     settings = _settings(args, need_broker=True)
     argv = ["worker", "--loglevel", args.loglevel]
-    if args.concurrency:
-        argv += ["--concurrency", str(args.concurrency)]
+    concurrency = args.concurrency or settings.concurrency
+    if concurrency:
+        argv += ["--concurrency", str(concurrency)]
     create_app(settings).worker_main(argv)
     return 0
 

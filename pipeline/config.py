@@ -39,13 +39,14 @@ class Settings(_Section):
     """Everything a command or a worker needs to know."""
 
     broker_url: str | None = None  # None: start an embedded Redis and local workers
-    workers: int | None = Field(None, gt=0)  # local worker processes (default: one per CPU)
+    workers: int | None = Field(None, gt=0)  # embedded mode's local worker processes
+    concurrency: int | None = Field(None, gt=0)  # pool processes of `gamebatch worker`
     queue: str = Field("gamebatch", min_length=1)
     visibility_timeout: int = Field(3600, gt=0)  # seconds before Redis redelivers a message
     result_ttl: int = Field(7 * 24 * 3600, gt=0)  # seconds job keys live after collection
     poll_interval: float = Field(0.05, gt=0)
-    chunk: ChunkSettings = ChunkSettings()
-    limits: LimitSettings = LimitSettings()
+    chunk: ChunkSettings = Field(default_factory=ChunkSettings)
+    limits: LimitSettings = Field(default_factory=LimitSettings)
 
 
 def load_settings(path: str | None = None, **flags: Any) -> Settings:
@@ -65,8 +66,11 @@ def load_settings(path: str | None = None, **flags: Any) -> Settings:
         return Settings.model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
-        key = ".".join(str(part) for part in first["loc"])
-        raise UsageError(f"{source}: setting {key!r}: {first['msg']}") from None
+        loc = [str(part) for part in first["loc"]]
+        if _lookup(env, loc) is not None and loc[0] not in flags:
+            variable = ENV_PREFIX + "__".join(loc).upper()
+            raise UsageError(f"environment variable {variable}: {first['msg']}") from None
+        raise UsageError(f"{source}: setting {'.'.join(loc)!r}: {first['msg']}") from None
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:
@@ -95,6 +99,15 @@ def _environment() -> dict[str, Any]:
             node = node.setdefault(part, {})
         node[parts[-1]] = value
     return found
+
+
+def _lookup(tree: dict[str, Any], path: list[str]) -> Any:
+    node: Any = tree
+    for part in path:
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return node
 
 
 def _merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import shutil
@@ -21,6 +22,9 @@ from pipeline.errors import GamebatchError, UsageError
 
 _START_TIMEOUT = 20.0
 _STOP_TIMEOUT = 15.0
+# Local workers are stopped only when no task of ours is left; a duplicate run would change
+# nothing, and their Redis goes away with them, so they get a short grace.
+_WORKER_GRACE = 0.5
 
 
 def redis_server_binary() -> str:
@@ -65,7 +69,7 @@ class RedisServer(AbstractContextManager["RedisServer"]):
         conf = self.workdir / "redis.conf"
         conf.write_text(  # the password stays out of the process list
             f"port {self.port}\nbind 127.0.0.1\nrequirepass {self.password}\n"
-            f"dir {self.workdir}\nsave \"\"\nappendonly {'yes' if self.appendonly else 'no'}\n"
+            f'dir {self.workdir}\nsave ""\nappendonly {"yes" if self.appendonly else "no"}\n'
             "maxmemory-policy noeviction\nlogfile redis.log\n"
         )
         conf.chmod(0o600)
@@ -127,14 +131,16 @@ def start_worker(
         )  # fmt: skip
 
 
-def _terminate(process: subprocess.Popen[bytes], timeout: float = _STOP_TIMEOUT) -> None:
+def _terminate(process: subprocess.Popen[bytes], grace: float = _STOP_TIMEOUT) -> None:
+    """SIGTERM the process group, then SIGKILL it after `grace` seconds."""
     if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(grace)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)  # pool children too
+    process.wait()
 
 
 class EmbeddedCluster(AbstractContextManager["EmbeddedCluster"]):
@@ -175,7 +181,7 @@ class EmbeddedCluster(AbstractContextManager["EmbeddedCluster"]):
     def close(self) -> None:
         """Stop the workers, then Redis; remove the working folder."""
         if self.worker is not None:
-            _terminate(self.worker)
+            _terminate(self.worker, _WORKER_GRACE)
             self.worker = None
         self.redis.stop()
         shutil.rmtree(self._dir, ignore_errors=True)

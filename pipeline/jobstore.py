@@ -6,7 +6,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, cast
+from typing import Any
 
 import redis
 
@@ -73,7 +73,7 @@ class JobStore:
     """Reads and writes one Redis; every key is named by `pipeline.keys`."""
 
     def __init__(self, client: redis.Redis) -> None:
-        self.client = client
+        self.client: Any = client  # redis-py's return types are too loose to check
         self._save = client.register_script(_SAVE_ANSWERS)
 
     @classmethod
@@ -147,10 +147,10 @@ class JobStore:
             for job_id in ids:
                 pipe.exists(keys.job(job_id))
             alive = pipe.execute()
-        gone = [job_id for job_id, ok in zip(ids, alive) if not ok]
+        gone = [job_id for job_id, ok in zip(ids, alive, strict=True) if not ok]
         if gone:
             self.client.zrem(keys.JOBS, *gone)
-        return [job_id for job_id, ok in zip(ids, alive) if ok]
+        return [job_id for job_id, ok in zip(ids, alive, strict=True) if ok]
 
     # --- chunks ---------------------------------------------------------------------------
 
@@ -164,7 +164,8 @@ class JobStore:
 
     def chunk_payload(self, job_id: str, index: int) -> bytes | None:
         """The payload, or None when the chunk is done or its job is gone."""
-        return cast("bytes | None", self.client.get(keys.chunk_input(job_id, index)))
+        value: bytes | None = self.client.get(keys.chunk_input(job_id, index))
+        return value
 
     def save_answers(self, job_id: str, index: int, digits: str) -> bool:
         """Store answers atomically and once; False for a duplicate or a vanished job."""
@@ -180,7 +181,8 @@ class JobStore:
         """Every chunk's answers in chunk order, a batch of chunks per round trip."""
         for start in range(0, chunks, _ANSWER_BATCH):
             fields = [str(i) for i in range(start, min(start + _ANSWER_BATCH, chunks))]
-            for index, value in zip(fields, self.client.hmget(keys.answers(job_id), fields)):
+            values = self.client.hmget(keys.answers(job_id), fields)
+            for index, value in zip(fields, values, strict=True):
                 if value is None:
                     raise LookupError(f"chunk {index} of job {job_id} has no answers")
                 yield value.decode("ascii")
@@ -214,12 +216,13 @@ class JobStore:
 
     def get(self, name: str) -> bytes | None:
         """A shared table."""
-        return cast("bytes | None", self.client.get(keys.table(name)))
+        value: bytes | None = self.client.get(keys.table(name))
+        return value
 
     def set(self, name: str, value: bytes) -> None:
         """Store a shared table for every other worker."""
         self.client.set(keys.table(name), value)
 
 
-def _decode(raw: dict[bytes, bytes]) -> dict[str, str]:
+def _decode(raw: Any) -> dict[str, str]:
     return {k.decode(): v.decode() for k, v in raw.items()}

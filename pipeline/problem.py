@@ -9,7 +9,7 @@ from functools import cache
 from importlib.metadata import entry_points
 from typing import Any, Protocol
 
-from pipeline.errors import InputError, UsageError
+from pipeline.errors import UsageError
 from pipeline.tokens import TokenReader
 
 ENTRY_POINT_GROUP = "gamebatch.problems"
@@ -30,8 +30,17 @@ class TableCache(Protocol):
 class Problem(Protocol):
     """One game. A module declares one of these and registers it as an entry point."""
 
-    name: str
-    answers: tuple[str, ...]  # solve() returns an index into this tuple
+    @property
+    def name(self) -> str:
+        """The name used with `-p` and in the entry point."""
+
+    @property
+    def answers(self) -> tuple[str, ...]:
+        """The answer words; solve() returns an index into this tuple."""
+
+    @property
+    def shapes(self) -> tuple[str, ...]:
+        """Names of the generator's shapes."""
 
     def read_case(self, tokens: TokenReader) -> Case:
         """Read and validate one case; raise tokens.error(...) on bad input."""
@@ -50,8 +59,6 @@ class Problem(Protocol):
 
     def generate(self, rng: random.Random, shape: str, size: int) -> Case:
         """A random valid case of the given shape and rough size."""
-
-    shapes: tuple[str, ...]
 
     def exhaustive(self, case: Case) -> int:
         """The answer by plain game-tree search: slow, independent of solve()."""
@@ -99,10 +106,3 @@ def read_cases(problem: Problem, tokens: TokenReader) -> Iterator[NumberedCase]:
     tokens.case = 0
     if not tokens.at_end():
         raise tokens.error(f"unexpected data after the last of {count} cases (T = {count})")
-
-
-def check_problem(problem: Problem) -> None:
-    """Fail early when a plugin is missing part of the interface."""
-    for attr in ("name", "answers", "read_case", "work", "solve", "format_case"):
-        if not hasattr(problem, attr):
-            raise InputError(f"problem plugin {problem!r} has no {attr!r}")

@@ -94,7 +94,10 @@ def submit(
                     send(job_id, chunk.index)
                     queued += 1
                     if window:
-                        _wait_for_room(store, job_id, queued, len(answered), window, settings)
+                        _wait_for_room(
+                            store, job_id, queued=queued, answered_before=len(answered),
+                            window=window, poll=settings.poll_interval,
+                        )  # fmt: skip
                 on_cases(len(chunk.cases))
     except InputError:
         store.delete(job_id)  # nothing of a bad file is kept or written
@@ -107,7 +110,7 @@ def submit(
 
 
 def _wait_for_room(
-    store: JobStore, job_id: str, queued: int, answered_before: int, window: int, s: Settings
+    store: JobStore, job_id: str, *, queued: int, answered_before: int, window: int, poll: float
 ) -> None:
     """Block while `window` chunks queued by this run are still without answers."""
     while True:
@@ -115,4 +118,4 @@ def _wait_for_room(
         done_now = progress.done_chunks - answered_before if progress else queued
         if queued - done_now < window or (progress and progress.failures):
             return
-        time.sleep(s.poll_interval)
+        time.sleep(poll)

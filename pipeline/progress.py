@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import TextIO
+from typing import Any, TextIO
 
 from tqdm import tqdm
 
@@ -22,7 +22,7 @@ class Progress:
         self.total = 0
         self._start = time.monotonic()
         self._last_line = self._start
-        self._bar: tqdm[None] | None = None
+        self._bar: tqdm[Any] | None = None
         if enabled and self.stream.isatty():
             self._bar = tqdm(total=0, desc=label, unit="case", file=self.stream, leave=False)
 
@@ -56,8 +56,7 @@ class Progress:
         rate = self.done / elapsed
         left = (self.total - self.done) / rate if rate and self.total > self.done else 0.0
         return (
-            f"{self.label}: {self.done}/{self.total} cases, {rate:,.0f} cases/s,"
-            f" {left:,.0f} s left"
+            f"{self.label}: {self.done}/{self.total} cases, {rate:,.0f} cases/s, {left:,.0f} s left"
         )
 
     def close(self) -> None:

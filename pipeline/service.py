@@ -87,7 +87,9 @@ def solve(
             submitted.append((item, job))
         base = 0
         for item, job in submitted:
-            done = collect(c, problem, job.job_id, item.output, None, progress, base)
+            done = collect(
+                c, problem, job.job_id, item.output, timeout=None, progress=progress, base=base
+            )
             base += done.total or 0
     progress.close()
     return status
@@ -98,6 +100,7 @@ def collect(
     problem: Problem,
     job_id: str,
     output: Path | None,
+    *,
     timeout: float | None,
     progress: Progress,
     base: int = 0,

@@ -52,7 +52,7 @@ def store_for(url: str) -> JobStore:
     return JobStore.from_url(url)
 
 
-@signals.worker_init.connect
+@signals.worker_init.connect  # type: ignore[untyped-decorator]
 def _prepare_tables(sender: Any = None, **_: Any) -> None:
     """Load (or build and share) every game's tables once, in the parent before it forks."""
     app = getattr(sender, "app", None)

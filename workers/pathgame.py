@@ -175,7 +175,9 @@ def generate(rng: random.Random, shape: str, size: int) -> list[str]:
     """A valid board of about `size` columns."""
     width = 1 if shape == "width1" else rng.randint(1, 6) if shape == "small" else max(size, 1)
     density = {"white": 0.0, "sparse": 0.02, "alternating": 0.5}.get(shape, rng.random())
-    top, bottom, previous = [], [], 0  # previous: 0 white, 1 top black, 2 bottom black
+    top: list[str] = []
+    bottom: list[str] = []
+    previous = 0  # previous: 0 white, 1 top black, 2 bottom black
     for _ in range(width):
         code = 0
         if rng.random() < density:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import random
 import string
 from functools import cache
@@ -53,7 +54,7 @@ def first_player_outcomes(words: list[str]) -> tuple[bool, bool]:
     Along a chain of single-child nodes both outcomes flip at every step.
     """
     ordered = sorted(set(words))
-    leaves = [w for w, nxt in zip(ordered, ordered[1:]) if not nxt.startswith(w)]
+    leaves = [w for w, nxt in itertools.pairwise(ordered) if not nxt.startswith(w)]
     leaves.append(ordered[-1])
     # Open branching nodes on the current path: depth, and whether some closed child
     # lets the mover win (child lost for the opponent) / lose (child won for the opponent).

@@ -1,0 +1,95 @@
+"""Shared fixtures: a private Redis server, worker processes and the compiled reference programs."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from pipeline.embedded import RedisServer, _terminate, start_worker
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = Path(os.environ.get("REFERENCE_SHARED_DIR", ROOT.parent / "shared"))
+
+
+@pytest.fixture(scope="session")
+def reference(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The reference C++ programs, compiled once per session (skip when impossible)."""
+    source = SHARED / "reference"
+    compiler = shutil.which("g++")
+    if compiler is None or not source.is_dir():
+        pytest.skip("reference programs need g++ and ../shared/reference")
+    out = tmp_path_factory.mktemp("reference")
+    built = {}
+    for name in ("strgame", "pathgame"):
+        binary = out / name
+        subprocess.run(
+            [compiler, "-O2", "-o", str(binary), str(source / f"{name}.cpp")],
+            check=True,
+            capture_output=True,
+        )
+        built[name] = binary
+    return built
+
+
+def run_reference(binary: Path, text: str) -> str:
+    """The reference program's output for `text` (with a stack big enough for deep tries)."""
+    result = subprocess.run(
+        ["bash", "-c", 'ulimit -s unlimited 2>/dev/null || ulimit -s 1048576; exec "$0"',
+         str(binary)],
+        input=text.encode(), capture_output=True, check=True,
+    )  # fmt: skip
+    return result.stdout.decode()
+
+
+@pytest.fixture
+def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
+    """A Redis server of this test's own, on a free port, with a password."""
+    with RedisServer(tmp_path) as server:
+        yield server
+
+
+@pytest.fixture
+def redis_client(redis_server: RedisServer) -> redis.Redis:
+    """A client of the test's own Redis."""
+    return redis.Redis.from_url(redis_server.url)
+
+
+class Workers:
+    """Worker processes started by a test, killed at its end."""
+
+    def __init__(self, url: str, log_dir: Path) -> None:
+        self.url = url
+        self.log_dir = log_dir
+        self.processes: list[subprocess.Popen[bytes]] = []
+
+    def start(self, concurrency: int = 1, **env: str) -> subprocess.Popen[bytes]:
+        """Start one worker process and wait until it is ready."""
+        log = self.log_dir / f"worker-{len(self.processes)}.log"
+        process = start_worker(self.url, concurrency, log, name="test", extra_env=env)
+        self.processes.append(process)
+        deadline = time.monotonic() + 30
+        while b"ready." not in log.read_bytes():
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"worker did not start: {log.read_text()[-2000:]}")
+            time.sleep(0.05)
+        return process
+
+    def stop(self) -> None:
+        """Stop every worker."""
+        for process in self.processes:
+            _terminate(process, 5)
+
+
+@pytest.fixture
+def workers(redis_server: RedisServer, tmp_path: Path) -> Iterator[Workers]:
+    """Start real Celery workers on the test's Redis with `workers.start()`."""
+    pool = Workers(redis_server.url, tmp_path)
+    yield pool
+    pool.stop()

@@ -1,0 +1,33 @@
+"""Small helpers shared by the tests."""
+
+from __future__ import annotations
+
+import io
+import random
+from typing import Any
+
+from pipeline.problem import Problem, read_cases
+from pipeline.tokens import TokenReader
+
+
+def parse(problem: Problem, text: str | bytes, name: str = "in.txt") -> list[Any]:
+    """Every case of an input text, validated."""
+    data = text.encode() if isinstance(text, str) else text
+    reader = TokenReader(io.BytesIO(data), name)
+    return [numbered.case for numbered in read_cases(problem, reader)]
+
+
+def answers(problem: Problem, text: str) -> str:
+    """The result file our solver gives for an input text."""
+    return "".join(problem.answers[problem.solve(c)] + "\n" for c in parse(problem, text))
+
+
+def input_text(problem: Problem, cases: list[Any]) -> str:
+    """An input file holding `cases`."""
+    return f"{len(cases)}\n" + "".join(problem.format_case(c) for c in cases)
+
+
+def random_cases(problem: Problem, shape: str, count: int, size: int, seed: int) -> list[Any]:
+    """`count` generated cases."""
+    rng = random.Random(seed)
+    return [problem.generate(rng, shape, size) for _ in range(count)]

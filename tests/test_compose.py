@@ -1,0 +1,65 @@
+"""What can be checked of the compose deployment without a Docker engine."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from pipeline.cli import _parser
+from pipeline.config import load_settings
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict[str, Any]:
+    doc: dict[str, Any] = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    return doc
+
+
+def test_redis_is_private_persistent_and_password_protected(compose: dict[str, Any]) -> None:
+    redis = compose["services"]["redis"]
+    assert "ports" not in redis
+    command = " ".join(redis["command"])
+    for flag in ("--requirepass", "--appendonly yes", "--maxmemory-policy noeviction"):
+        assert flag in command
+    assert "REDIS_PASSWORD" in redis["environment"]
+    assert "healthcheck" in redis
+
+
+def test_workers_scale_and_use_only_known_settings(
+    compose: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    services = compose["services"]
+    worker = services["worker"]
+    assert worker["build"] == "." and "container_name" not in worker  # --scale needs both
+    assert worker["stop_grace_period"]
+    for service in ("worker", "cli"):
+        env = services[service]["environment"]
+        assert env["GAMEBATCH_BROKER_URL"].startswith("redis://:${REDIS_PASSWORD")
+        for name in env:
+            monkeypatch.setenv(name, "redis://:pw@redis:6379/0" if "URL" in name else "2")
+        settings = load_settings()  # raises when a variable is not a setting
+        assert settings.broker_url == "redis://:pw@redis:6379/0"
+
+
+def test_commands_exist_in_the_cli(compose: dict[str, Any]) -> None:
+    assert compose["services"]["cli"]["entrypoint"] == ["gamebatch"]
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert 'CMD ["gamebatch", "worker"]' in dockerfile
+    parser = _parser()
+    for command in ("worker", "solve", "submit", "collect", "status"):
+        assert parser.parse_args(_minimal(command)).command == command
+
+
+def _minimal(command: str) -> list[str]:
+    return {
+        "worker": ["worker"],
+        "solve": ["solve", "-p", "strgame", "in"],
+        "submit": ["submit", "-p", "strgame", "in"],
+        "collect": ["collect", "JOB", "-o", "out"],
+        "status": ["status"],
+    }[command]

@@ -1,0 +1,85 @@
+"""Settings layers, validation errors that name the key, and masking of secrets."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pipeline.config import load_settings, mask_url
+from pipeline.errors import UsageError
+
+
+@pytest.fixture(autouse=True)
+def clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    for name in list(os.environ):
+        if name.startswith("GAMEBATCH_"):
+            monkeypatch.delenv(name)
+
+
+def test_defaults_then_file_then_environment_then_flags(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text("queue: from-file\nworkers: 3\nchunk:\n  target_work: 1000\n")
+    assert load_settings().queue == "gamebatch"
+    assert load_settings(str(config)).chunk.target_work == 1000
+    monkeypatch.setenv("GAMEBATCH_CHUNK__TARGET_WORK", "2000")
+    monkeypatch.setenv("GAMEBATCH_QUEUE", "from-env")
+    settings = load_settings(str(config), workers=5)
+    assert (settings.queue, settings.chunk.target_work, settings.workers) == ("from-env", 2000, 5)
+    assert settings.chunk.max_cases == 20_000  # untouched keys keep their defaults
+
+
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        ("chunk:\n  target_work: -1\n", "chunk.target_work"),
+        ("chunk:\n  target_wrok: 5\n", "chunk.target_wrok"),
+        ("workers: many\n", "workers"),
+        ("nonsense: 1\n", "nonsense"),
+    ],
+)
+def test_errors_name_the_key(tmp_path: Path, text: str, key: str) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text(text)
+    with pytest.raises(UsageError, match=f"setting '{key}'"):
+        load_settings(str(config))
+
+
+def test_environment_errors_name_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GAMEBATCH_CHUNK__MAX_CASES", "lots")
+    with pytest.raises(UsageError, match="environment variable GAMEBATCH_CHUNK__MAX_CASES"):
+        load_settings()
+    monkeypatch.delenv("GAMEBATCH_CHUNK__MAX_CASES")
+    monkeypatch.setenv("GAMEBATCH_WROKERS", "2")
+    with pytest.raises(UsageError, match="GAMEBATCH_WROKERS"):
+        load_settings()
+
+
+def test_unreadable_or_malformed_files(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="cannot read config"):
+        load_settings(str(tmp_path / "missing.yaml"))
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("a: [1, 2\n")
+    with pytest.raises(UsageError, match="not valid YAML"):
+        load_settings(str(bad))
+    bad.write_text("- 1\n- 2\n")
+    with pytest.raises(UsageError, match="must be a mapping"):
+        load_settings(str(bad))
+
+
+def test_shipped_configs_are_valid() -> None:
+    configs = sorted(Path(__file__).resolve().parents[1].joinpath("configs").glob("*.yaml"))
+    assert configs
+    for config in configs:
+        load_settings(str(config))
+
+
+def test_passwords_are_masked() -> None:
+    assert mask_url("redis://:s3cret@host:6379/0") == "redis://:***@host:6379/0"
+    assert mask_url("rediss://user:s3cret@host/1") == "rediss://user:***@host/1"
+    assert mask_url("redis://host:6379/0") == "redis://host:6379/0"
+    assert "s3cret" not in mask_url("redis://:s3cret@host")

@@ -1,0 +1,179 @@
+"""The real pipeline: a Redis server and Celery worker processes started by the tests."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pipeline import collector, producer
+from pipeline.config import load_settings
+from pipeline.embedded import RedisServer
+from pipeline.jobstore import JobState, JobStore
+from pipeline.problem import get_problem
+from tests.conftest import Workers
+from tests.helpers import answers, input_text, random_cases
+from workers.runner import Outcome, run_chunk
+
+pytestmark = pytest.mark.integration
+
+SMALL_CHUNKS = {"GAMEBATCH_CHUNK__TARGET_WORK": "300"}
+
+
+def gamebatch(*args: str, env: dict[str, str] | None = None, timeout: float = 120):
+    """Run the real command line in a new process."""
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("GAMEBATCH_")}
+    full_env.update(env or {})
+    return subprocess.run(
+        [sys.executable, "-m", "pipeline.cli", *args],
+        capture_output=True, text=True, env=full_env, timeout=timeout, check=False,
+    )  # fmt: skip
+
+
+def write_dataset(folder: Path, game: str, files: int, cases: int, seed: int) -> list[Path]:
+    problem = get_problem(game)
+    shapes = [s for s in problem.shapes if s != "small"]
+    paths = []
+    for i in range(files):
+        picked = random_cases(problem, shapes[i % len(shapes)], cases, 200, seed + i)
+        path = folder / f"{game}-{i}.in"
+        path.write_text(input_text(problem, picked))
+        paths.append(path)
+    return paths
+
+
+@pytest.mark.parametrize("game", ["strgame", "pathgame"])
+def test_solve_on_the_embedded_default(tmp_path: Path, game: str) -> None:
+    inputs = write_dataset(tmp_path, game, files=3, cases=40, seed=1)
+    out = tmp_path / "out"
+    out.mkdir()
+    result = gamebatch("solve", "-p", game, *map(str, inputs), "--out-dir", str(out),
+                       "--workers", "2", env=SMALL_CHUNKS)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    problem = get_problem(game)
+    for path in inputs:
+        assert (out / f"{path.name}.out").read_text() == answers(problem, path.read_text())
+    assert sorted(p.name for p in out.iterdir()) == sorted(f"{p.name}.out" for p in inputs)
+
+
+def test_bad_file_exits_2_with_one_line_and_no_result(tmp_path: Path) -> None:
+    good = tmp_path / "good.in"
+    good.write_text("1\n1 1\na\n")
+    bad = tmp_path / "bad.in"
+    bad.write_text("2\n1 1\na\n1 1\nB\n")
+    out = tmp_path / "out"
+    out.mkdir()
+    result = gamebatch("solve", "-p", "strgame", str(good), str(bad), "--out-dir", str(out))
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        f"gamebatch: error: {bad}:5: case 2: string 1 of 1 has 'B' at position 1:"
+        " only lowercase letters a-z are allowed"
+    ]
+    assert sorted(p.name for p in out.iterdir()) == ["good.in.out"]
+    single = gamebatch("solve", "-p", "strgame", str(bad), "-o", str(tmp_path / "r.out"))
+    assert single.returncode == 2 and "Traceback" not in single.stderr
+    assert not (tmp_path / "r.out").exists()
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["solve", "-p", "nosuchgame", "x.in"],
+        ["solve", "-p", "strgame", "missing.in"],
+        ["solve", "-p", "strgame", "x.in", "-o", "no/such/dir/out"],
+        ["submit", "-p", "strgame", "x.in"],
+        ["status"],
+    ],
+)
+def test_usage_errors_exit_2_without_traceback(tmp_path: Path, args: list[str]) -> None:
+    (tmp_path / "x.in").write_text("1\n1 1\na\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "pipeline.cli", *args], capture_output=True, text=True, check=False,
+        cwd=tmp_path, env={k: v for k, v in os.environ.items() if not k.startswith("GAMEBATCH")},
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
+
+
+def test_submit_worker_collect_as_separate_processes(
+    tmp_path: Path, redis_server: RedisServer, workers: Workers
+) -> None:
+    (path,) = write_dataset(tmp_path, "pathgame", files=1, cases=300, seed=4)
+    broker = ["--broker", redis_server.url]
+    submitted = gamebatch("submit", "-p", "pathgame", str(path), *broker, env=SMALL_CHUNKS)
+    assert submitted.returncode == 0, submitted.stderr
+    job_id = submitted.stdout.strip().splitlines()[-1]
+    assert redis_server.password not in submitted.stdout + submitted.stderr
+
+    status = gamebatch("status", job_id, "--json", *broker)
+    before = json.loads(status.stdout)
+    assert (before["state"], before["total"], before["done"]) == ("running", 300, 0)
+
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "pipeline.cli", "worker", *broker, "--concurrency", "2"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+    workers.processes.append(worker)
+    out = tmp_path / "result.out"
+    collected = gamebatch("collect", job_id, *broker, "-o", str(out), "--timeout", "60")
+    assert collected.returncode == 0, collected.stderr
+    assert out.read_text() == answers(get_problem("pathgame"), path.read_text())
+    after = json.loads(gamebatch("status", job_id, "--json", *broker).stdout)
+    assert (after["state"], after["total"], after["done"]) == ("done", 300, 300)
+
+
+def test_collect_times_out_without_workers_and_writes_nothing(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
+    (path,) = write_dataset(tmp_path, "strgame", files=1, cases=5, seed=2)
+    broker = ["--broker", redis_server.url]
+    job_id = gamebatch("submit", "-p", "strgame", str(path), *broker).stdout.split()[-1]
+    out = tmp_path / "never.out"
+    result = gamebatch("collect", job_id, *broker, "-o", str(out), "--timeout", "0.5")
+    assert result.returncode == 1 and "not finished after 0.5 s" in result.stderr
+    assert not out.exists() and list(tmp_path.glob(".never.out*")) == []
+
+
+def test_chunks_finishing_out_of_order_give_ordered_output(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
+    problem = get_problem("strgame")
+    (path,) = write_dataset(tmp_path, "strgame", files=1, cases=120, seed=8)
+    store = JobStore.from_url(redis_server.url)
+    settings = load_settings(broker_url=redis_server.url, chunk={"target_work": 200})
+    sent: list[tuple[str, int]] = []
+    job = producer.submit(problem, path, store, lambda j, i: sent.append((j, i)), settings)
+    assert job.chunks == len(sent) > 10
+    order = list(range(job.chunks))
+    random.Random(3).shuffle(order)
+    for index in order:
+        assert run_chunk(store, job.job_id, index) == Outcome.SOLVED
+    for index in order[:5]:  # a redelivered chunk changes nothing
+        assert run_chunk(store, job.job_id, index) == Outcome.DUPLICATE
+    done = collector.wait_for(store, job.job_id, poll=0.01, timeout=5)
+    assert (done.state, done.done, done.total) == (JobState.COMPLETE, 120, 120)
+    out = tmp_path / "r.out"
+    collector.write_result_file(store, job.job_id, problem, done, out)
+    assert out.read_text() == answers(problem, path.read_text())
+
+
+def test_a_rerun_reuses_answers_and_queues_nothing(
+    tmp_path: Path, redis_server: RedisServer, workers: Workers
+) -> None:
+    (path,) = write_dataset(tmp_path, "strgame", files=1, cases=50, seed=6)
+    workers.start(concurrency=1, **SMALL_CHUNKS)
+    broker = ["--broker", redis_server.url]
+    first = gamebatch("solve", "-p", "strgame", str(path), *broker, "-o", str(tmp_path / "1"),
+                      env=SMALL_CHUNKS)  # fmt: skip
+    assert first.returncode == 0, first.stderr
+    workers.stop()  # nothing left to run the second time
+    second = gamebatch("solve", "-p", "strgame", str(path), *broker, "-o", str(tmp_path / "2"),
+                       env=SMALL_CHUNKS, timeout=30)  # fmt: skip
+    assert second.returncode == 0, second.stderr
+    assert (tmp_path / "1").read_text() == (tmp_path / "2").read_text()
+    assert (tmp_path / "1").read_text() == answers(get_problem("strgame"), path.read_text())

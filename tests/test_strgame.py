@@ -1,0 +1,88 @@
+"""strgame: official examples, exhaustive search, the reference program and worst-case sizes."""
+
+from __future__ import annotations
+
+import random
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_reference
+from tests.helpers import answers, input_text, random_cases
+from workers import strgame
+from workers.strgame import PROBLEM, common_prefix, first_player_outcomes, solve
+
+EXAMPLE = "2\n\n2 3\n\na\n\nb\n\n1 2\n\nab\n"
+
+
+def test_official_examples() -> None:
+    assert answers(PROBLEM, EXAMPLE) == "Pure\nDirty\n"
+    assert answers(PROBLEM, "1\n3 1\na\nb\nc\n") == "Pure\n"
+
+
+def test_crlf_and_blank_lines_read_like_plain_text() -> None:
+    assert answers(PROBLEM, EXAMPLE.replace("\n", "\r\n")) == "Pure\nDirty\n"
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_agrees_with_exhaustive_search(seed: int) -> None:
+    for case in random_cases(PROBLEM, "small", 1500, 5, seed):
+        assert solve(case) == strgame.exhaustive(case), case
+
+
+def test_exhaustive_search_sees_both_outcomes() -> None:
+    found = {strgame.exhaustive(c) for c in random_cases(PROBLEM, "small", 200, 5, 9)}
+    assert found == {0, 1}
+
+
+@pytest.mark.parametrize(
+    ("words", "expected"),
+    [
+        (["a"], (True, False)),  # one move, then the opponent is stuck
+        (["ab"], (False, True)),
+        (["a", "ab"], (False, True)),  # "a" is inside the trie, not a leaf
+        (["ab", "ac", "b"], (True, True)),
+    ],
+)
+def test_outcomes_of_small_tries(words: list[str], expected: tuple[bool, bool]) -> None:
+    assert first_player_outcomes(words) == expected
+
+
+def test_common_prefix() -> None:
+    assert common_prefix("abcd", "abxd") == 2
+    assert common_prefix("abc", "abcde") == 3
+    assert common_prefix("x", "y") == 0
+    assert common_prefix("", "a") == 0
+
+
+def test_only_parity_of_k_matters() -> None:
+    for words in (["a"], ["ab"], ["ab", "ac", "b"]):
+        assert {solve([k, words]) for k in (1, 3, 10**9 - 1)} == {solve([1, words])}
+        assert {solve([k, words]) for k in (2, 4, 10**9)} == {solve([2, words])}
+
+
+def test_worst_case_sizes_need_no_recursion() -> None:
+    limit = sys.getrecursionlimit()
+    deep = "".join(random.Random(1).choices("ab", k=10**6))
+    assert solve([1, [deep]]) == 1  # even length: the second player makes the last move
+    assert solve([1, [deep + "a"]]) == 0
+    assert solve([2, ["z"] * 10**5]) == 1  # Pure can only win a round: Dirty for even K
+    chain = ["a" * i for i in range(1, 2000)]
+    assert solve([1, chain]) == solve([1, [chain[-1]]])
+    assert sys.getrecursionlimit() == limit
+
+
+@pytest.mark.parametrize("shape", [s for s in strgame.SHAPES if s != "small"])
+def test_agrees_with_reference_program(shape: str, reference: dict[str, Path]) -> None:
+    cases = random_cases(PROBLEM, shape, 10, 3000, seed=len(shape))
+    text = input_text(PROBLEM, cases)
+    assert answers(PROBLEM, text) == run_reference(reference["strgame"], text)
+
+
+def test_agrees_with_reference_on_long_strings(reference: dict[str, Path]) -> None:
+    rng = random.Random(5)
+    cases = [[rng.randint(1, 9), ["".join(rng.choices("ab", k=10**5))]] for _ in range(3)]
+    cases.append([3, ["".join(rng.choices("abc", k=rng.randint(1, 30))) for _ in range(3000)]])
+    text = input_text(PROBLEM, cases)
+    assert answers(PROBLEM, text) == run_reference(reference["strgame"], text)
