@@ -177,3 +177,35 @@ def test_a_rerun_reuses_answers_and_queues_nothing(
     assert second.returncode == 0, second.stderr
     assert (tmp_path / "1").read_text() == (tmp_path / "2").read_text()
     assert (tmp_path / "1").read_text() == answers(get_problem("strgame"), path.read_text())
+
+
+def test_large_worst_case_files_match_the_reference(
+    tmp_path: Path, reference: dict[str, Path]
+) -> None:
+    from tests.conftest import run_reference
+
+    rng = random.Random(12)
+    strgame = get_problem("strgame")
+    games = [[rng.randint(1, 10**9), ["".join(rng.choices("ab", k=10**5))]] for _ in range(4)]
+    games.append([2, rng.choices("abcdefghijklmnopqrstuvwxyz", k=10**5)])
+    games += random_cases(strgame, "wide", 2, 10**5, seed=1)
+    games += random_cases(strgame, "random", 3, 10**5, seed=2)
+    pathgame = get_problem("pathgame")
+    boards = random_cases(pathgame, "random", 600, 1000, seed=3)
+    boards += random_cases(pathgame, "white", 400, 1000, seed=4)
+    for game, cases in (("strgame", games), ("pathgame", boards)):
+        path = tmp_path / f"{game}.in"
+        path.write_text(input_text(get_problem(game), cases))
+        out = tmp_path / f"{game}.out"
+        result = gamebatch("solve", "-p", game, str(path), "-o", str(out), "-q")
+        assert result.returncode == 0, result.stderr
+        assert out.read_text() == run_reference(reference[game], path.read_text())
+
+
+def test_workers_share_the_grundy_tables_through_redis(
+    redis_server: RedisServer, redis_client, workers: Workers
+) -> None:
+    assert not redis_client.exists("gb:table:pathgame:grundy")
+    workers.start()
+    cached = redis_client.get("gb:table:pathgame:grundy")
+    assert cached is not None and b'"version": 1' in cached
