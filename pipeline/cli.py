@@ -62,6 +62,28 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print JSON")
     broker(p, required=True)
 
+    p = command("gen", "write a deterministic random input file")
+    p.add_argument("-p", "--problem", required=True, help=PROBLEMS_HELP)
+    p.add_argument("--cases", type=int, default=10, help="number of cases (default 10)")
+    p.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
+    p.add_argument("--shape", default="mixed", help="case shape (default: a mix)")
+    p.add_argument("--size", type=int, default=1000, help="letters per game or board width")
+    p.add_argument("-o", "--output", type=Path, help="file to write (default: stdout)")
+
+    p = command("validate", "check input files; exit 0 when every one is valid")
+    p.add_argument("-p", "--problem", required=True, help=PROBLEMS_HELP)
+    p.add_argument("inputs", nargs="+", metavar="INPUT", type=Path)
+    p.add_argument("--strict", action="store_true", help="also enforce the contest's limits")
+
+    p = command("stress", "compare a solver with exhaustive search on random small cases")
+    p.add_argument("-p", "--problem", required=True, help=PROBLEMS_HELP)
+    p.add_argument("--cases", type=int, default=1000)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--size", type=int, default=5, help="size of the small cases")
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--solver", metavar="MODULE:FUNCTION", help="a Python solver")
+    which.add_argument("--program", metavar="COMMAND", help="a program reading an input file")
+
     p = command("worker", "run a Celery worker in the foreground until SIGTERM or SIGINT")
     broker(p, required=True)
     p.add_argument(
@@ -75,7 +97,9 @@ def _settings(args: argparse.Namespace, need_broker: bool) -> Settings:
     from pipeline.config import load_settings
 
     settings = load_settings(
-        args.config, broker_url=args.broker, workers=getattr(args, "workers", None)
+        args.config,
+        broker_url=getattr(args, "broker", None),
+        workers=getattr(args, "workers", None),
     )
     if need_broker and not settings.broker_url:
         raise UsageError(
@@ -176,12 +200,76 @@ def _cmd_worker(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_gen(args: argparse.Namespace) -> int:
+    import io
+
+    from pipeline import toolkit
+    from pipeline.problem import get_problem
+
+    problem = get_problem(args.problem)
+    if args.cases < 1 or args.size < 1:
+        raise UsageError("--cases and --size must be at least 1")
+    cases = list(toolkit.generate(problem, args.cases, args.seed, args.shape, args.size))
+    text = io.StringIO()
+    toolkit.write_input(problem, cases, text)
+    if args.output is None:
+        sys.stdout.write(text.getvalue())
+    else:
+        from pipeline.collector import atomic_write
+
+        atomic_write(args.output, text.getvalue())
+    return 0
+
+
+def _cmd_validate(args: argparse.Namespace) -> int:
+    from pipeline import toolkit
+    from pipeline.errors import InputError
+    from pipeline.problem import get_problem
+
+    settings = _settings(args, need_broker=False)
+    problem = get_problem(args.problem)
+    status = 0
+    for path in args.inputs:
+        try:
+            count = toolkit.validate(problem, path, settings.limits, strict=args.strict)
+        except InputError as exc:
+            _err(f"error: {exc}")
+            status = 2
+            continue
+        print(f"{path}: {count} valid cases")
+    return status
+
+
+def _cmd_stress(args: argparse.Namespace) -> int:
+    from pipeline import programs, toolkit
+    from pipeline.problem import get_problem
+
+    problem = get_problem(args.problem)
+    if args.program:
+        solver = programs.program_solver(problem, args.program)
+    elif args.solver:
+        solver = programs.function_solver(problem, args.solver)
+    else:
+        solver = toolkit.in_process_solver(problem)
+    count, mismatch = toolkit.stress(problem, solver, args.cases, args.seed, size=args.size)
+    if mismatch is None:
+        print(f"{count} cases: the solver agrees with exhaustive search")
+        return 0
+    print(f"mismatch: the solver says {mismatch.found}, exhaustive search says {mismatch.expected}")
+    print("smallest failing input found:")
+    sys.stdout.write("1\n" + problem.format_case(mismatch.case))
+    return 1
+
+
 _COMMANDS = {
     "solve": _cmd_solve,
     "submit": _cmd_submit,
     "collect": _cmd_collect,
     "status": _cmd_status,
     "worker": _cmd_worker,
+    "gen": _cmd_gen,
+    "validate": _cmd_validate,
+    "stress": _cmd_stress,
 }
 
 

@@ -75,6 +75,20 @@ def write_result_file(
         raise
 
 
+def atomic_write(path: Path, text: str) -> None:
+    """Write a whole text file under its final name, or nothing."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent or ".")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as out:
+            out.write(text)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
 def finish(store: JobStore, job_id: str, ttl: int) -> None:
     """Mark the job done and let its keys expire (a re-run within `ttl` costs nothing)."""
     store.set_state(job_id, JobState.DONE)

@@ -63,6 +63,16 @@ class Problem(Protocol):
     def exhaustive(self, case: Case) -> int:
         """The answer by plain game-tree search: slow, independent of solve()."""
 
+    def shrink(self, case: Case) -> Iterator[Case]:
+        """Smaller variants of a case (they need not be valid: they are re-validated)."""
+
+    def contest_limits(self, case: Case) -> str | None:
+        """What breaks the original contest's limits (for `validate --strict`), or None."""
+
+    @property
+    def contest_max_cases(self) -> int | None:
+        """The contest's limit on T, if it has one."""
+
 
 @dataclass(frozen=True)
 class NumberedCase:
@@ -94,9 +104,11 @@ def get_problem(name: str) -> Problem:
     return games[name]
 
 
-def read_cases(problem: Problem, tokens: TokenReader) -> Iterator[NumberedCase]:
+def read_cases(
+    problem: Problem, tokens: TokenReader, max_cases: int = MAX_CASES
+) -> Iterator[NumberedCase]:
     """Validate the header T, then yield T cases, then check nothing follows them."""
-    count = tokens.next_int("the number of cases T", 1, MAX_CASES)
+    count = tokens.next_int("the number of cases T", 1, max_cases)
     for number in range(1, count + 1):
         tokens.case = number
         if tokens.at_end():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import re
+from collections.abc import Iterator
 from functools import cache
 from typing import Any
 
@@ -190,6 +191,30 @@ def generate(rng: random.Random, shape: str, size: int) -> list[str]:
     return ["".join(top), "".join(bottom)]
 
 
+def shrink(case: Any) -> Iterator[list[str]]:
+    """Drop a column, or paint a black cell white."""
+    top, bottom = case
+    for c in range(len(top)):
+        if len(top) > 1:
+            yield [top[:c] + top[c + 1 :], bottom[:c] + bottom[c + 1 :]]
+    for c in range(len(top)):
+        if top[c] == "#":
+            yield [top[:c] + "." + top[c + 1 :], bottom]
+        if bottom[c] == "#":
+            yield [top, bottom[:c] + "." + bottom[c + 1 :]]
+
+
+CONTEST_MAX_WIDTH = 1000
+
+
+def contest_limits(case: Any) -> str | None:
+    """TopCoder's limit: width at most 1000."""
+    width = len(case[0])
+    if width > CONTEST_MAX_WIDTH:
+        return f"width {width} is above the contest limit of {CONTEST_MAX_WIDTH}"
+    return None
+
+
 class PathGame:
     """The plugin object registered under `gamebatch.problems`."""
 
@@ -203,6 +228,9 @@ class PathGame:
     format_case = staticmethod(format_case)
     generate = staticmethod(generate)
     prepare = staticmethod(prepare)
+    shrink = staticmethod(shrink)
+    contest_limits = staticmethod(contest_limits)
+    contest_max_cases = None
 
 
 PROBLEM = PathGame()

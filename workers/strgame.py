@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import random
 import string
+from collections.abc import Iterator
 from functools import cache
 from typing import Any
 
@@ -141,6 +142,35 @@ def generate(rng: random.Random, shape: str, size: int) -> list[Any]:
     return [k, words]
 
 
+def shrink(case: Any) -> Iterator[list[Any]]:
+    """Drop a string, cut one or two letters off a string (parity matters), or lower K."""
+    k, words = case
+    for i in range(len(words)):
+        if len(words) > 1:
+            yield [k, words[:i] + words[i + 1 :]]
+    for i, word in enumerate(words):
+        for shorter in (word[:1], word[:-1], word[1:], word[:-2], word[2:]):
+            if shorter and shorter != word:
+                yield [k, [*words[:i], shorter, *words[i + 1 :]]]
+    for smaller in (1, 2, k - 2, k - 1):
+        if 1 <= smaller < k:
+            yield [smaller, words]
+
+
+CONTEST_MAX_T = 10
+CONTEST_MAX_LETTERS = 10**5
+
+
+def contest_limits(case: Any) -> str | None:
+    """The seed's limits: n and the total length of the strings at most 10^5."""
+    letters = sum(map(len, case[1]))
+    if len(case[1]) > CONTEST_MAX_LETTERS:
+        return f"n = {len(case[1])} is above the contest limit of {CONTEST_MAX_LETTERS}"
+    if letters > CONTEST_MAX_LETTERS:
+        return f"total length {letters} is above the contest limit of {CONTEST_MAX_LETTERS}"
+    return None
+
+
 class StrGame:
     """The plugin object registered under `gamebatch.problems`."""
 
@@ -153,6 +183,9 @@ class StrGame:
     exhaustive = staticmethod(exhaustive)
     format_case = staticmethod(format_case)
     generate = staticmethod(generate)
+    shrink = staticmethod(shrink)
+    contest_limits = staticmethod(contest_limits)
+    contest_max_cases = CONTEST_MAX_T
 
     def prepare(self, cache: object) -> None:
         """Nothing to load."""

@@ -1,0 +1,133 @@
+"""gen, validate and stress, and a third game added through the plugin interface alone."""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pipeline import toolkit
+from pipeline.config import LimitSettings
+from pipeline.errors import InputError
+from pipeline.problem import get_problem
+from tests.helpers import answers
+
+PLUGIN_DIR = Path(__file__).resolve().parent / "plugin_nim"
+GAMES = ["strgame", "pathgame"]
+
+
+def run(*args: str, extra_path: bool = False, timeout: float = 120) -> Any:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GAMEBATCH_")}
+    if extra_path:
+        env["PYTHONPATH"] = os.pathsep.join([str(PLUGIN_DIR), env.get("PYTHONPATH", "")])
+    return subprocess.run(
+        [sys.executable, "-m", "pipeline.cli", *args],
+        capture_output=True, text=True, env=env, timeout=timeout, check=False,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("game", GAMES)
+def test_gen_is_deterministic_and_always_valid(game: str, tmp_path: Path) -> None:
+    problem = get_problem(game)
+    for shape in ("mixed", *problem.shapes):
+        first = run("gen", "-p", game, "--cases", "20", "--seed", "7", "--shape", shape,
+                    "--size", "300", "-o", str(tmp_path / "a.in"))  # fmt: skip
+        assert first.returncode == 0, first.stderr
+        again = run("gen", "-p", game, "--cases", "20", "--seed", "7", "--shape", shape,
+                    "--size", "300")  # fmt: skip
+        assert again.stdout.encode() == (tmp_path / "a.in").read_bytes()
+        assert toolkit.validate(problem, tmp_path / "a.in", LimitSettings(), strict=False) == 20
+    other = run("gen", "-p", game, "--cases", "20", "--seed", "8", "--size", "300")
+    assert other.stdout != again.stdout
+
+
+def test_gen_rejects_unknown_shapes() -> None:
+    result = run("gen", "-p", "strgame", "--shape", "round")
+    assert result.returncode == 2 and "has no shape 'round'" in result.stderr
+
+
+def test_validate_exit_codes_and_strict_limits(tmp_path: Path) -> None:
+    wide = tmp_path / "wide.in"
+    wide.write_text("1\n" + "." * 1001 + " " + "." * 1001 + "\n")
+    assert run("validate", "-p", "pathgame", str(wide)).returncode == 0
+    strict = run("validate", "-p", "pathgame", str(wide), "--strict")
+    assert strict.returncode == 2
+    assert strict.stderr.strip() == (
+        f"gamebatch: error: {wide}:2: case 1: width 1001 is above the contest limit of 1000"
+    )
+    many = tmp_path / "many.in"
+    many.write_text("11\n" + "1 1\na\n" * 11)
+    assert run("validate", "-p", "strgame", str(many)).returncode == 0
+    assert "between 1 and 10" in run("validate", "-p", "strgame", str(many), "--strict").stderr
+    long_game = tmp_path / "long.in"
+    long_game.write_text("1\n2 1\n" + "a" * 60000 + "\n" + "b" * 50000 + "\n")
+    with pytest.raises(InputError, match="total length 110000 is above"):
+        toolkit.validate(get_problem("strgame"), long_game, LimitSettings(), strict=True)
+
+
+@pytest.mark.parametrize("game", GAMES)
+def test_stress_agrees_on_ten_thousand_cases(game: str) -> None:
+    problem = get_problem(game)
+    solver = toolkit.in_process_solver(problem)
+    count, mismatch = toolkit.stress(problem, solver, 10_000, seed=2024)
+    assert (count, mismatch) == (10_000, None)
+
+
+def test_stress_catches_a_broken_solver_with_a_tiny_counterexample() -> None:
+    problem = get_problem("strgame")
+
+    def ignores_k(case: Any) -> int:
+        return problem.solve([1, case[1]])  # wrong whenever the parity of K matters
+
+    solver = toolkit.in_process_solver(problem, ignores_k)
+    _, mismatch = toolkit.stress(problem, solver, 1000, seed=1)
+    assert mismatch is not None
+    k, words = mismatch.case
+    assert k == 2 and words in (["a"], ["b"], ["c"])  # as small as such a case can be
+    assert mismatch.found == "Pure" and mismatch.expected == "Dirty"
+
+
+def test_stress_runs_an_external_program(tmp_path: Path) -> None:
+    always = tmp_path / "always-snuke.sh"
+    always.write_text('#!/bin/sh\nread t\nfor i in $(seq "$t"); do read line; echo Snuke; done\n')
+    always.chmod(always.stat().st_mode | stat.S_IEXEC)
+    result = run("stress", "-p", "pathgame", "--cases", "300", "--program", str(always))
+    assert result.returncode == 1
+    lines = result.stdout.splitlines()
+    assert lines[0] == "mismatch: the solver says Snuke, exhaustive search says Sothe"
+    assert lines[2:] in (["1", "# ."], ["1", ". #"])  # a smallest board the first player loses
+
+
+def test_stress_agrees_with_the_reference_programs(reference: dict[str, Path]) -> None:
+    for game in GAMES:
+        result = run("stress", "-p", game, "--cases", "2000", "--program", str(reference[game]))
+        assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.integration
+def test_a_plugin_game_runs_through_every_command(tmp_path: Path) -> None:
+    sys.path.insert(0, str(PLUGIN_DIR))
+    try:
+        import nimgame
+    finally:
+        sys.path.remove(str(PLUGIN_DIR))
+    made = run("gen", "-p", "nim", "--cases", "200", "--seed", "3", "--size", "50",
+               "-o", str(tmp_path / "nim.in"), extra_path=True)  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    assert run("validate", "-p", "nim", str(tmp_path / "nim.in"), extra_path=True).returncode == 0
+    stressed = run("stress", "-p", "nim", "--cases", "2000", extra_path=True)
+    assert stressed.returncode == 0, stressed.stdout + stressed.stderr
+    solved = run("solve", "-p", "nim", str(tmp_path / "nim.in"), "-o", str(tmp_path / "nim.out"),
+                 "--workers", "1", "-q", extra_path=True)  # fmt: skip
+    assert solved.returncode == 0, solved.stderr
+    text = (tmp_path / "nim.in").read_text()
+    assert (tmp_path / "nim.out").read_text() == answers(nimgame.PROBLEM, text)
+    bad = tmp_path / "bad.in"
+    bad.write_text("1\n2\n3 x\n")
+    refused = run("solve", "-p", "nim", str(bad), extra_path=True)
+    assert refused.returncode == 2 and "case 1: heap 2 must be an integer" in refused.stderr
