@@ -7,7 +7,7 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pipeline.errors import GamebatchError, UsageError
 
@@ -23,46 +23,56 @@ def _parser() -> argparse.ArgumentParser:
         description="Solve multi-case combinatorial-game files on Celery workers over Redis.",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _pipeline_commands(sub)
+    _toolkit_commands(sub)
+    return parser
 
-    def command(name: str, help_: str) -> argparse.ArgumentParser:
-        p = sub.add_parser(name, help=help_, description=help_)
-        p.add_argument("--config", metavar="FILE", help="YAML settings (or GAMEBATCH_CONFIG)")
-        return p
 
-    def broker(p: argparse.ArgumentParser, required: bool = False) -> None:
+def _command(sub: Any, name: str, help_: str, *, broker: str = "") -> argparse.ArgumentParser:
+    """A subcommand with --config, and --broker unless `broker` is empty."""
+    p: argparse.ArgumentParser = sub.add_parser(name, help=help_, description=help_)
+    p.add_argument("--config", metavar="FILE", help="YAML settings (or GAMEBATCH_CONFIG)")
+    if broker:
         p.add_argument(
-            "--broker", metavar="URL", help="Redis URL (or GAMEBATCH_BROKER_URL)"
-            + ("" if required else "; default: an embedded Redis with local workers"),
-        )  # fmt: skip
+            "--broker", metavar="URL", help=f"Redis URL (or GAMEBATCH_BROKER_URL){broker}"
+        )
+    return p
 
-    p = command("solve", "solve input files and write one result file per input")
+
+def _pipeline_commands(sub: Any) -> None:
+    p = _command(sub, "solve", "solve input files and write one result file per input",
+                 broker="; default: an embedded Redis with local workers")  # fmt: skip
     p.add_argument("-p", "--problem", required=True, help=PROBLEMS_HELP)
     p.add_argument("inputs", nargs="+", metavar="INPUT", type=Path)
     out = p.add_mutually_exclusive_group()
     out.add_argument("-o", "--output", type=Path, help="result file (one input)")
     out.add_argument("--out-dir", type=Path, help="folder for DIR/<input name>.out")
-    broker(p)
     p.add_argument("--workers", type=int, help="local worker processes (default: CPUs)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress display")
 
-    p = command("submit", "queue one input file and print its job id")
+    p = _command(sub, "submit", "queue one input file and print its job id", broker=" ")
     p.add_argument("-p", "--problem", required=True, help=PROBLEMS_HELP)
     p.add_argument("input", metavar="INPUT", type=Path)
-    broker(p, required=True)
 
-    p = command("collect", "wait for a job and write its result file")
+    p = _command(sub, "collect", "wait for a job and write its result file", broker=" ")
     p.add_argument("job", metavar="JOB")
     p.add_argument("-o", "--output", type=Path, required=True)
     p.add_argument("--timeout", type=float, metavar="SECONDS")
-    broker(p, required=True)
     p.add_argument("-q", "--quiet", action="store_true", help="no progress display")
 
-    p = command("status", "show the progress of one job, or of every job")
+    p = _command(sub, "status", "show the progress of one job, or of every job", broker=" ")
     p.add_argument("job", metavar="JOB", nargs="?")
     p.add_argument("--json", action="store_true", help="print JSON")
-    broker(p, required=True)
 
-    p = command("gen", "write a deterministic random input file")
+    p = _command(sub, "worker", "run a Celery worker until SIGTERM or SIGINT", broker=" ")
+    p.add_argument(
+        "--concurrency", type=int, help="pool processes (or GAMEBATCH_CONCURRENCY; default: CPUs)"
+    )
+    p.add_argument("--loglevel", default="INFO")
+
+
+def _toolkit_commands(sub: Any) -> None:
+    p = _command(sub, "gen", "write a deterministic random input file")
     p.add_argument("-p", "--problem", required=True, help=PROBLEMS_HELP)
     p.add_argument("--cases", type=int, default=10, help="number of cases (default 10)")
     p.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
@@ -70,12 +80,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--size", type=int, default=1000, help="letters per game or board width")
     p.add_argument("-o", "--output", type=Path, help="file to write (default: stdout)")
 
-    p = command("validate", "check input files; exit 0 when every one is valid")
+    p = _command(sub, "validate", "check input files; exit 0 when every one is valid")
     p.add_argument("-p", "--problem", required=True, help=PROBLEMS_HELP)
     p.add_argument("inputs", nargs="+", metavar="INPUT", type=Path)
     p.add_argument("--strict", action="store_true", help="also enforce the contest's limits")
 
-    p = command("stress", "compare a solver with exhaustive search on random small cases")
+    p = _command(sub, "stress", "compare a solver with exhaustive search on small cases")
     p.add_argument("-p", "--problem", required=True, help=PROBLEMS_HELP)
     p.add_argument("--cases", type=int, default=1000)
     p.add_argument("--seed", type=int, default=1)
@@ -83,14 +93,6 @@ def _parser() -> argparse.ArgumentParser:
     which = p.add_mutually_exclusive_group()
     which.add_argument("--solver", metavar="MODULE:FUNCTION", help="a Python solver")
     which.add_argument("--program", metavar="COMMAND", help="a program reading an input file")
-
-    p = command("worker", "run a Celery worker in the foreground until SIGTERM or SIGINT")
-    broker(p, required=True)
-    p.add_argument(
-        "--concurrency", type=int, help="pool processes (or GAMEBATCH_CONCURRENCY; default: CPUs)"
-    )
-    p.add_argument("--loglevel", default="INFO")
-    return parser
 
 
 def _settings(args: argparse.Namespace, need_broker: bool) -> Settings:

@@ -1,4 +1,4 @@
-"""Problem-setter tools: deterministic generation, validation (optionally strict) and stress tests."""
+"""Problem-setter tools: deterministic generation, validation and stress tests."""
 
 from __future__ import annotations
 
