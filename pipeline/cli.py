@@ -144,7 +144,7 @@ def _cmd_submit(args: argparse.Namespace) -> int:
     if not args.input.is_file():
         raise UsageError(f"cannot read {args.input}: no such file")
     with service.cluster(settings) as c:
-        job = producer.submit(problem, args.input, c.store, c.sender(), c.settings)
+        job = producer.submit(problem, args.input, c.store, c.send, c.settings)
     print(f"{job.total} cases in {job.chunks} chunks ({job.queued} queued)")
     print(job.job_id)
     return 0

@@ -35,6 +35,8 @@ def wait_for(
         on_progress(progress)
         if progress.state in (JobState.COMPLETE, JobState.DONE):
             return progress
+        if progress.state == JobState.CANCELLED:
+            raise JobFailed(f"job {job_id} was cancelled")
         if progress.state == JobState.FAILED:
             first = min(progress.failures)
             raise JobFailed(f"job {job_id} failed: {progress.failures[first]}")

@@ -44,6 +44,9 @@ class Settings(_Section):
     queue: str = Field("gamebatch", min_length=1)
     visibility_timeout: int = Field(3600, gt=0)  # seconds before Redis redelivers a message
     result_ttl: int = Field(7 * 24 * 3600, gt=0)  # seconds job keys live after collection
+    lease_seconds: int = Field(30, gt=0)  # a running chunk's lease; lost leases are re-queued
+    max_attempts: int = Field(3, gt=0)  # runs of a chunk before it fails as a poison chunk
+    stall_seconds: float = Field(60, gt=0)  # no progress and an empty queue: re-queue chunks
     poll_interval: float = Field(0.05, gt=0)
     chunk: ChunkSettings = Field(default_factory=ChunkSettings)
     limits: LimitSettings = Field(default_factory=LimitSettings)

@@ -9,19 +9,54 @@ from enum import Enum
 from typing import Any
 
 import redis
+from redis.backoff import ExponentialBackoff
+from redis.retry import Retry
 
 from pipeline import keys
 
 # Store a chunk's answers once: a duplicate run of the chunk changes nothing.
+# KEYS: manifest, answers, payload, attempts, cursor, lease; ARGV: index, digits
 _SAVE_ANSWERS = """
-if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
-redis.call('DEL', KEYS[3])
+redis.call('DEL', KEYS[3], KEYS[6])
+redis.call('HDEL', KEYS[4], ARGV[1])
+redis.call('HDEL', KEYS[5], ARGV[1])
+local state = redis.call('HGET', KEYS[1], 'state')
+if state == false or state == 'cancelled' then return -1 end
 if redis.call('HSETNX', KEYS[2], ARGV[1], ARGV[2]) == 1 then
   redis.call('HINCRBY', KEYS[1], 'done_chunks', 1)
   redis.call('HINCRBY', KEYS[1], 'done_cases', string.len(ARGV[2]))
   return 1
 end
 return 0
+"""
+
+# Count a run of a chunk and take its lease; -1 when the job is gone or cancelled.
+# KEYS: manifest, attempts, lease; ARGV: index, holder, lease seconds
+_BEGIN_ATTEMPT = """
+local state = redis.call('HGET', KEYS[1], 'state')
+if state == false or state == 'cancelled' then return -1 end
+local attempt = redis.call('HINCRBY', KEYS[2], ARGV[1], 1)
+redis.call('SET', KEYS[3], ARGV[2], 'EX', ARGV[3])
+return attempt
+"""
+
+# Chunks started but abandoned (lease expired, no answers, payload still there) that were
+# not re-queued since their last start; marks them re-queued and returns their indexes.
+# KEYS: attempts, answers, requeued; ARGV: prefix of the job's keys
+_ABANDONED = """
+local found = {}
+local entries = redis.call('HGETALL', KEYS[1])
+for j = 1, #entries, 2 do
+  local i, n = entries[j], entries[j + 1]
+  if redis.call('HEXISTS', KEYS[2], i) == 0
+      and redis.call('EXISTS', ARGV[1] .. ':lease:' .. i) == 0
+      and redis.call('EXISTS', ARGV[1] .. ':in:' .. i) == 1
+      and redis.call('HGET', KEYS[3], i) ~= n then
+    redis.call('HSET', KEYS[3], i, n)
+    table.insert(found, tonumber(i))
+  end
+end
+return found
 """
 
 _ANSWER_BATCH = 512  # chunks fetched per round trip by the collector
@@ -35,6 +70,7 @@ class JobState(str, Enum):
     COMPLETE = "complete"  # every chunk has answers
     FAILED = "failed"  # some chunk failed for good
     DONE = "done"  # the result file was written
+    CANCELLED = "cancelled"
 
 
 @dataclass(frozen=True)
@@ -65,8 +101,19 @@ class Progress:
 
 
 def connect(url: str) -> redis.Redis:
-    """A client for a broker URL (`redis://`, `rediss://`, `unix://`)."""
-    return redis.Redis.from_url(url, socket_timeout=30, health_check_interval=30)
+    """A client for a broker URL (`redis://`, `rediss://`, `unix://`).
+
+    Commands are retried with backoff for about a minute, so that a Redis restart does not
+    end a producer, a collector or a task.
+    """
+    return redis.Redis.from_url(
+        url,
+        socket_timeout=30,
+        socket_connect_timeout=5,
+        health_check_interval=30,
+        retry=Retry(ExponentialBackoff(cap=2.0, base=0.05), 40),
+        retry_on_error=[redis.ConnectionError, redis.TimeoutError],
+    )
 
 
 class JobStore:
@@ -75,6 +122,8 @@ class JobStore:
     def __init__(self, client: redis.Redis) -> None:
         self.client: Any = client  # redis-py's return types are too loose to check
         self._save = client.register_script(_SAVE_ANSWERS)
+        self._begin = client.register_script(_BEGIN_ATTEMPT)
+        self._abandoned = client.register_script(_ABANDONED)
 
     @classmethod
     def from_url(cls, url: str) -> JobStore:
@@ -167,15 +216,71 @@ class JobStore:
         value: bytes | None = self.client.get(keys.chunk_input(job_id, index))
         return value
 
+    def begin_attempt(self, job_id: str, index: int, holder: str, lease: int) -> int:
+        """Count a run of the chunk and take its lease; -1 when the job is gone or cancelled."""
+        keys_ = [keys.job(job_id), keys.job_field(job_id, "attempts"), keys.lease(job_id, index)]
+        return int(self._begin(keys=keys_, args=[index, holder, lease]))
+
+    def refresh_lease(self, job_id: str, index: int, holder: str, lease: int) -> None:
+        """Keep the chunk's lease alive while it runs."""
+        self.client.set(keys.lease(job_id, index), holder, ex=lease)
+
+    def set_cursor(self, job_id: str, index: int, offset: int) -> None:
+        """Record which case of a retried chunk is being solved."""
+        self.client.hset(keys.job_field(job_id, "cursor"), str(index), offset)
+
+    def cursor(self, job_id: str, index: int) -> int | None:
+        """The case offset recorded by the last retried run, if any."""
+        value = self.client.hget(keys.job_field(job_id, "cursor"), str(index))
+        return None if value is None else int(value)
+
     def save_answers(self, job_id: str, index: int, digits: str) -> bool:
         """Store answers atomically and once; False for a duplicate or a vanished job."""
-        keys_ = [keys.job(job_id), keys.answers(job_id), keys.chunk_input(job_id, index)]
+        keys_ = [
+            keys.job(job_id),
+            keys.answers(job_id),
+            keys.chunk_input(job_id, index),
+            keys.job_field(job_id, "attempts"),
+            keys.job_field(job_id, "cursor"),
+            keys.lease(job_id, index),
+        ]
         return bool(self._save(keys=keys_, args=[index, digits]) == 1)
 
     def fail_chunk(self, job_id: str, index: int, reason: str) -> None:
         """Record that a chunk cannot be solved."""
-        if self.client.exists(keys.job(job_id)):
+        with self.client.pipeline() as pipe:
+            pipe.exists(keys.job(job_id))
+            pipe.delete(keys.lease(job_id, index))
+            exists, _ = pipe.execute()
+        if exists:
             self.client.hset(keys.errors(job_id), str(index), reason)
+
+    def abandoned(self, job_id: str) -> list[int]:
+        """Started chunks whose lease expired without answers (each reported once per run)."""
+        keys_ = [
+            keys.job_field(job_id, "attempts"),
+            keys.answers(job_id),
+            keys.job_field(job_id, "requeued"),
+        ]
+        return [int(i) for i in self._abandoned(keys=keys_, args=[keys.job(job_id)])]
+
+    def unleased(self, job_id: str) -> list[int]:
+        """Chunks with a payload that no worker holds (queued, reserved, or lost)."""
+        prefix = keys.chunk_input(job_id, 0)[:-1]
+        indexes = [int(k[len(prefix) :]) for k in self._scan(prefix + "*")]
+        with self.client.pipeline(transaction=False) as pipe:
+            for index in indexes:
+                pipe.exists(keys.lease(job_id, index))
+            held = pipe.execute()
+        return [i for i, h in zip(indexes, held, strict=True) if not h]
+
+    def leased(self, job_id: str) -> bool:
+        """Whether any worker holds a chunk of the job right now."""
+        return next(self._scan(keys.lease(job_id, 0)[:-1] + "*"), None) is not None
+
+    def queue_length(self, queue: str) -> int:
+        """Messages waiting in a Celery queue of the Redis transport."""
+        return int(self.client.llen(queue))
 
     def iter_answers(self, job_id: str, chunks: int) -> Iterator[str]:
         """Every chunk's answers in chunk order, a batch of chunks per round trip."""
@@ -192,25 +297,39 @@ class JobStore:
     def expire(self, job_id: str, ttl: int) -> None:
         """Keep the manifest and answers for `ttl` seconds (a re-run then costs nothing)."""
         with self.client.pipeline() as pipe:
-            for key in (keys.job(job_id), keys.answers(job_id), keys.errors(job_id)):
+            for key in (keys.job(job_id), *keys.per_chunk(job_id)):
                 pipe.expire(key, ttl)
             pipe.execute()
 
+    def cancel(self, job_id: str, ttl: int) -> bool:
+        """Stop a job: drop its queued payloads and answers, keep a cancelled manifest."""
+        if not self.client.exists(keys.job(job_id)):
+            return False
+        self.client.hset(keys.job(job_id), "state", JobState.CANCELLED.value)
+        self._delete_chunks(job_id)
+        self.client.delete(*keys.per_chunk(job_id))
+        self.client.expire(keys.job(job_id), ttl)
+        return True
+
     def delete(self, job_id: str) -> None:
         """Remove every key of the job (workers then drop its remaining chunks)."""
-        pattern = keys.chunk_input(job_id, 0)[:-1] + "*"
         with self.client.pipeline() as pipe:
-            pipe.delete(keys.job(job_id), keys.answers(job_id), keys.errors(job_id))
+            pipe.delete(keys.job(job_id), *keys.per_chunk(job_id))
             pipe.zrem(keys.JOBS, job_id)
             pipe.execute()
-        batch = []
+        self._delete_chunks(job_id)
+
+    def _delete_chunks(self, job_id: str) -> None:
+        prefix = keys.chunk_input(job_id, 0)[:-1]
+        lease_prefix = keys.lease(job_id, 0)[:-1]
+        for pattern in (prefix + "*", lease_prefix + "*"):
+            batch = list(self._scan(pattern))
+            for start in range(0, len(batch), 1000):
+                self.client.delete(*batch[start : start + 1000])
+
+    def _scan(self, pattern: str) -> Iterator[str]:
         for key in self.client.scan_iter(match=pattern, count=1000):
-            batch.append(key)
-            if len(batch) >= 1000:
-                self.client.delete(*batch)
-                batch.clear()
-        if batch:
-            self.client.delete(*batch)
+            yield key.decode()
 
     # --- shared tables (the TableCache of the games) ----------------------------------------
 

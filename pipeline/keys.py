@@ -1,13 +1,17 @@
 """The Redis key schema: every key gamebatch writes, in one place.
 
-gb:job:{job}              hash   manifest: problem, input, checksum, state, chunk settings,
-                                 chunks (set once produced), total (cases), done_chunks,
-                                 done_cases, failed
+gb:job:{job}              hash   manifest: problem, input, state, chunk settings, mode,
+                                 chunks and total (set once every chunk is queued),
+                                 done_chunks, done_cases
 gb:job:{job}:in:{i}       string JSON payload of chunk i ({"problem", "first", "cases"});
                                  deleted when its answers are stored
 gb:job:{job}:out          hash   chunk index -> answer digits, one per case (index into the
-                                 game's answer words); written once per chunk
-gb:job:{job}:errors       hash   chunk index -> why a chunk failed
+                                 game's answer words; "-" for an invalid case); written once
+gb:job:{job}:errors       hash   chunk index -> why the chunk failed for good
+gb:job:{job}:attempts     hash   chunk index -> runs started (removed once answered)
+gb:job:{job}:requeued     hash   chunk index -> attempts seen when last re-queued
+gb:job:{job}:cursor       hash   chunk index -> case being solved, on a retried chunk
+gb:job:{job}:lease:{i}    string worker holding chunk i; expires unless refreshed
 gb:jobs                   zset   job ids by creation time
 gb:table:{name}           string shared tables (Grundy tables), computed once per cluster
 """
@@ -28,14 +32,29 @@ def chunk_input(job_id: str, index: int) -> str:
     return f"{PREFIX}:job:{job_id}:in:{index}"
 
 
+def lease(job_id: str, index: int) -> str:
+    """Held by the worker running the chunk."""
+    return f"{PREFIX}:job:{job_id}:lease:{index}"
+
+
+def job_field(job_id: str, name: str) -> str:
+    """One of the job's per-chunk hashes: out, errors, attempts, requeued, cursor."""
+    return f"{PREFIX}:job:{job_id}:{name}"
+
+
 def answers(job_id: str) -> str:
     """Answers of every finished chunk."""
-    return f"{PREFIX}:job:{job_id}:out"
+    return job_field(job_id, "out")
 
 
 def errors(job_id: str) -> str:
     """Chunks that failed, with the reason."""
-    return f"{PREFIX}:job:{job_id}:errors"
+    return job_field(job_id, "errors")
+
+
+def per_chunk(job_id: str) -> list[str]:
+    """Every per-chunk hash of a job."""
+    return [job_field(job_id, n) for n in ("out", "errors", "attempts", "requeued", "cursor")]
 
 
 def table(name: str) -> str:

@@ -7,6 +7,7 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 from pipeline import collector, producer
@@ -16,6 +17,7 @@ from pipeline.jobstore import JobStore
 from pipeline.jobstore import Progress as JobProgress
 from pipeline.problem import Problem, get_problem
 from pipeline.progress import Progress
+from pipeline.recovery import Recovery
 
 
 @dataclass
@@ -26,7 +28,8 @@ class Cluster:
     store: JobStore
     check: Callable[[], None]
 
-    def sender(self) -> producer.Send:
+    @cached_property
+    def send(self) -> producer.Send:
         """A function that queues one chunk task."""
         from workers.celery_app import TASK_NAME, create_app
 
@@ -72,7 +75,7 @@ def solve(
     status = 0
     progress = Progress("solve", enabled=not quiet)
     with cluster(settings) as c:
-        send = c.sender()
+        send = c.send
         submitted = []
         for item in files:
             try:
@@ -107,9 +110,13 @@ def collect(
 ) -> JobProgress:
     """Wait for a job and write its result file (or standard output)."""
 
+    s = c.settings
+    recovery = Recovery(c.store, c.send, s.queue, lease=s.lease_seconds, stall=s.stall_seconds)
+
     def on_progress(p: JobProgress) -> None:
         c.check()
         progress.set_done(base + p.done)
+        recovery.tick(p)
 
     done = collector.wait_for(
         c.store, job_id, poll=c.settings.poll_interval, timeout=timeout, on_progress=on_progress

@@ -36,7 +36,7 @@ def create_app(settings: Settings) -> Celery:
     )
     from workers.tasks import register
 
-    register(app)
+    register(app, settings)
     return app
 
 

@@ -2,16 +2,25 @@
 
 from __future__ import annotations
 
+import os
+import socket
+
 from celery import Celery
 
-from workers.runner import run_chunk
+from pipeline.config import Settings
+from workers.runner import Policy, run_chunk
 
 
-def register(app: Celery) -> None:
+def register(app: Celery, settings: Settings) -> None:
     """Attach the chunk task to `app`."""
     from workers.celery_app import TASK_NAME, store_for
 
     def solve_chunk(job_id: str, index: int) -> str:
-        return run_chunk(store_for(app.conf.broker_url), job_id, int(index)).value
+        policy = Policy(
+            holder=f"{socket.gethostname()}:{os.getpid()}",
+            lease_seconds=settings.lease_seconds,
+            max_attempts=settings.max_attempts,
+        )
+        return run_chunk(store_for(app.conf.broker_url), job_id, int(index), policy).value
 
     app.task(name=TASK_NAME, ignore_result=True)(solve_chunk)

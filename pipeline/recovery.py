@@ -1,0 +1,50 @@
+"""Re-queueing chunks whose worker vanished, run by every waiting collector."""
+
+from __future__ import annotations
+
+import time
+
+from pipeline.jobstore import JobStore, Progress
+from pipeline.producer import Send
+
+
+class Recovery:
+    """Called on every poll; re-queues abandoned chunks at most every `lease/3` seconds.
+
+    - A started chunk whose lease expired without answers lost its worker (a whole machine,
+      or a task that failed on a Redis outage): it is queued again, once per start.
+    - When the job made no progress for `stall_seconds`, no message is left in the queue and
+      no worker holds any chunk, the remaining chunks' messages were lost: queue them again.
+    Duplicates are harmless: answers are stored once.
+    """
+
+    def __init__(
+        self, store: JobStore, send: Send, queue: str, *, lease: float, stall: float
+    ) -> None:
+        self.store = store
+        self.send = send
+        self.queue = queue
+        self.every = lease / 3
+        self.stall = stall
+        self.requeued = 0
+        self._next = time.monotonic() + self.every
+        self._last_done = -1
+        self._last_change = time.monotonic()
+
+    def tick(self, progress: Progress) -> None:
+        """Look for abandoned chunks when it is time."""
+        now = time.monotonic()
+        if progress.done_chunks != self._last_done:
+            self._last_done, self._last_change = progress.done_chunks, now
+        if now < self._next or progress.chunks is None:
+            return
+        self._next = now + self.every
+        indexes = set(self.store.abandoned(progress.job_id))
+        if now - self._last_change > self.stall and self.store.queue_length(self.queue) == 0:
+            unleased = self.store.unleased(progress.job_id)
+            if not self.store.leased(progress.job_id):
+                indexes.update(unleased)
+            self._last_change = now
+        for index in sorted(indexes):
+            self.send(progress.job_id, index)
+        self.requeued += len(indexes)
