@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from pipeline.errors import GamebatchError, UsageError
 
@@ -17,8 +18,15 @@ if TYPE_CHECKING:
 PROBLEMS_HELP = "the game: strgame, pathgame, or any registered plugin"
 
 
+class _Parser(argparse.ArgumentParser):
+    """Usage errors as one line (the full usage is one `--help` away)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="gamebatch",
         description="Solve multi-case combinatorial-game files on Celery workers over Redis.",
     )
@@ -50,19 +58,23 @@ def _pipeline_commands(sub: Any) -> None:
     p.add_argument("--workers", type=int, help="local worker processes (default: CPUs)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress display")
 
-    p = _command(sub, "submit", "queue one input file and print its job id", broker=" ")
+    embedded = "; default: the embedded Redis"
+    p = _command(sub, "submit", "queue one input file and print its job id", broker=embedded)
     p.add_argument("-p", "--problem", required=True, help=PROBLEMS_HELP)
     p.add_argument("input", metavar="INPUT", type=Path)
 
-    p = _command(sub, "collect", "wait for a job and write its result file", broker=" ")
+    p = _command(sub, "collect", "wait for a job and write its result file", broker=embedded)
     p.add_argument("job", metavar="JOB")
     p.add_argument("-o", "--output", type=Path, required=True)
     p.add_argument("--timeout", type=float, metavar="SECONDS")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress display")
 
-    p = _command(sub, "status", "show the progress of one job, or of every job", broker=" ")
+    p = _command(sub, "status", "show the progress of one job, or of every job", broker=embedded)
     p.add_argument("job", metavar="JOB", nargs="?")
     p.add_argument("--json", action="store_true", help="print JSON")
+
+    p = _command(sub, "cancel", "stop a job: drop its queued chunks and answers", broker=embedded)
+    p.add_argument("job", metavar="JOB")
 
     p = _command(sub, "worker", "run a Celery worker until SIGTERM or SIGINT", broker=" ")
     p.add_argument(
@@ -139,11 +151,11 @@ def _cmd_submit(args: argparse.Namespace) -> int:
     from pipeline import producer, service
     from pipeline.problem import get_problem
 
-    settings = _settings(args, need_broker=True)
+    settings = _settings(args, need_broker=False)
     problem = get_problem(args.problem)
     if not args.input.is_file():
         raise UsageError(f"cannot read {args.input}: no such file")
-    with service.cluster(settings) as c:
+    with service.cluster(settings, workers=False) as c:
         job = producer.submit(problem, args.input, c.store, c.send, c.settings)
     print(f"{job.total} cases in {job.chunks} chunks ({job.queued} queued)")
     print(job.job_id)
@@ -154,7 +166,7 @@ def _cmd_collect(args: argparse.Namespace) -> int:
     from pipeline import service
     from pipeline.progress import Progress
 
-    settings = _settings(args, need_broker=True)
+    settings = _settings(args, need_broker=False)
     if not (args.output.parent or Path(".")).is_dir():
         raise UsageError(f"output folder {args.output.parent} does not exist")
     with service.cluster(settings) as c:
@@ -174,19 +186,35 @@ def _cmd_collect(args: argparse.Namespace) -> int:
 def _cmd_status(args: argparse.Namespace) -> int:
     from pipeline import service
 
-    settings = _settings(args, need_broker=True)
-    with service.cluster(settings) as c:
+    settings = _settings(args, need_broker=False)
+    with service.cluster(settings, workers=False) as c:
         ids = [args.job] if args.job else c.store.jobs()
         found = [c.store.progress(job_id) for job_id in ids]
+        alive = [] if args.job else service.workers_alive(c)
     if args.job and found[0] is None:
         raise GamebatchError(f"job {args.job} does not exist")
     rows = [p.as_dict() for p in found if p is not None]
     if args.json:
-        print(json.dumps(rows[0] if args.job else rows))
+        print(json.dumps(rows[0] if args.job else {"jobs": rows, "workers": alive}))
         return 0
     for row in rows:
         total = "?" if row["total"] is None else row["total"]
         print(f"{row['job']}  {row['state']:<9} {row['done']}/{total} cases")
+        for index, reason in row["failures"].items():
+            print(f"    chunk {index}: {reason}")
+    if not args.job:
+        print(f"workers alive: {len(alive)}" + "".join(f"\n    {name}" for name in alive))
+    return 0
+
+
+def _cmd_cancel(args: argparse.Namespace) -> int:
+    from pipeline import service
+
+    settings = _settings(args, need_broker=False)
+    with service.cluster(settings, workers=False) as c:
+        if not c.store.cancel(args.job, settings.result_ttl):
+            raise GamebatchError(f"job {args.job} does not exist")
+    print(f"cancelled {args.job}")
     return 0
 
 
@@ -269,6 +297,7 @@ _COMMANDS = {
     "collect": _cmd_collect,
     "status": _cmd_status,
     "worker": _cmd_worker,
+    "cancel": _cmd_cancel,
     "gen": _cmd_gen,
     "validate": _cmd_validate,
     "stress": _cmd_stress,
@@ -279,14 +308,26 @@ def _err(line: str) -> None:
     print(f"gamebatch: {line}", file=sys.stderr)
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `gamebatch` console script."""
     args = _parser().parse_args(argv)
+    for sig in (signal.SIGTERM, signal.SIGHUP):  # a closed terminal cleans up like Ctrl-C
+        signal.signal(sig, _interrupt)
     try:
         return _COMMANDS[args.command](args)
     except GamebatchError as exc:
         _err(f"error: {exc}")
         return exc.exit_code
+    except Exception as exc:
+        if type(exc).__module__.split(".")[0] not in ("redis", "kombu"):
+            raise
+        # redis-py and kombu name the host and port in their messages, never the password
+        _err(f"error: Redis: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}")
+        return 1
     except KeyboardInterrupt:
         _err("interrupted")
         return 130

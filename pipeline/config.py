@@ -40,6 +40,7 @@ class Settings(_Section):
 
     broker_url: str | None = None  # None: start an embedded Redis and local workers
     workers: int | None = Field(None, gt=0)  # embedded mode's local worker processes
+    state_dir: str | None = None  # embedded Redis data; None: XDG state folder, "": none
     concurrency: int | None = Field(None, gt=0)  # pool processes of `gamebatch worker`
     queue: str = Field("gamebatch", min_length=1)
     visibility_timeout: int = Field(3600, gt=0)  # seconds before Redis redelivers a message
@@ -50,6 +51,12 @@ class Settings(_Section):
     poll_interval: float = Field(0.05, gt=0)
     chunk: ChunkSettings = Field(default_factory=ChunkSettings)
     limits: LimitSettings = Field(default_factory=LimitSettings)
+
+
+def default_state_dir() -> Path:
+    """Where the embedded Redis keeps its data unless `state_dir` says otherwise."""
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "gamebatch"
 
 
 def load_settings(path: str | None = None, **flags: Any) -> Settings:

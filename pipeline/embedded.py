@@ -1,8 +1,15 @@
-"""The embedded default: a private Redis and local Celery worker processes for one command."""
+"""The embedded default: a private Redis and local Celery worker processes for one command.
+
+The Redis keeps its data (append-only file) in a state folder, so that a `solve` that was
+interrupted, or the same input solved again, finds its job there. Only one command owns the
+folder's Redis at a time; others running meanwhile attach to it.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import fcntl
 import os
 import secrets
 import shutil
@@ -15,6 +22,7 @@ import time
 from contextlib import AbstractContextManager
 from pathlib import Path
 from types import TracebackType
+from typing import IO
 
 import redis
 
@@ -23,8 +31,9 @@ from pipeline.errors import GamebatchError, UsageError
 _START_TIMEOUT = 20.0
 _STOP_TIMEOUT = 15.0
 # Local workers are stopped only when no task of ours is left; a duplicate run would change
-# nothing, and their Redis goes away with them, so they get a short grace.
+# nothing, so they get a short grace.
 _WORKER_GRACE = 0.5
+_PR_SET_PDEATHSIG = 1
 
 
 def redis_server_binary() -> str:
@@ -49,14 +58,29 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-class RedisServer(AbstractContextManager["RedisServer"]):
-    """A redis-server child process on loopback with a random password."""
+def _die_with_parent() -> None:
+    """In a child before exec: get SIGTERM when the gamebatch process dies (Linux)."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
-    def __init__(self, workdir: Path, *, appendonly: bool = False, port: int = 0) -> None:
+
+class RedisServer(AbstractContextManager["RedisServer"]):
+    """A redis-server child process on loopback with a password."""
+
+    def __init__(
+        self,
+        workdir: Path,
+        *,
+        appendonly: bool = False,
+        port: int = 0,
+        password: str | None = None,
+        tie_to_parent: bool = False,
+    ) -> None:
         self.workdir = workdir
         self.port = port or free_port()
-        self.password = secrets.token_urlsafe(24)
+        self.password = password or secrets.token_urlsafe(24)
         self.appendonly = appendonly
+        self.tie_to_parent = tie_to_parent
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -66,11 +90,14 @@ class RedisServer(AbstractContextManager["RedisServer"]):
 
     def start(self) -> RedisServer:
         """Start the server and wait until it answers."""
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        _wait_for_previous(self.workdir / "redis.pid")
         conf = self.workdir / "redis.conf"
         conf.write_text(  # the password stays out of the process list
             f"port {self.port}\nbind 127.0.0.1\nrequirepass {self.password}\n"
             f'dir {self.workdir}\nsave ""\nappendonly {"yes" if self.appendonly else "no"}\n'
-            "maxmemory-policy noeviction\nlogfile redis.log\n"
+            "appendfsync everysec\nmaxmemory-policy noeviction\nlogfile redis.log\n"
+            f"pidfile {self.workdir / 'redis.pid'}\n"
         )
         conf.chmod(0o600)
         self.process = subprocess.Popen(
@@ -79,6 +106,7 @@ class RedisServer(AbstractContextManager["RedisServer"]):
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             start_new_session=True,
+            preexec_fn=_die_with_parent if self.tie_to_parent else None,  # noqa: PLW1509
         )
         client = redis.Redis.from_url(self.url, socket_timeout=1)
         deadline = time.monotonic() + _START_TIMEOUT
@@ -86,10 +114,14 @@ class RedisServer(AbstractContextManager["RedisServer"]):
             try:
                 client.ping()
                 return self
+            except redis.BusyLoadingError:
+                time.sleep(0.05)  # replaying a large append-only file
             except redis.RedisError:
                 if self.process.poll() is not None or time.monotonic() > deadline:
                     self.stop()
-                    raise GamebatchError("the embedded Redis did not start") from None
+                    raise GamebatchError(
+                        f"the embedded Redis did not start (see {self.workdir / 'redis.log'})"
+                    ) from None
                 time.sleep(0.02)
 
     def stop(self) -> None:
@@ -98,11 +130,35 @@ class RedisServer(AbstractContextManager["RedisServer"]):
             _terminate(self.process)
             self.process = None
 
+    def kill(self) -> None:
+        """SIGKILL the server (fault tests)."""
+        if self.process is not None:
+            self.process.kill()
+            self.process.wait()
+            self.process = None
+
     def __enter__(self) -> RedisServer:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def _wait_for_previous(pidfile: Path) -> None:
+    """Let a server from an interrupted run finish writing its files before a new one starts."""
+    try:
+        pid = int(pidfile.read_text().strip())
+    except (OSError, ValueError):
+        return
+    deadline = time.monotonic() + _STOP_TIMEOUT
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        except PermissionError:
+            return  # not ours
+        time.sleep(0.05)
 
 
 def start_worker(
@@ -113,6 +169,7 @@ def start_worker(
     config: str | None = None,
     name: str = "local",
     extra_env: dict[str, str] | None = None,
+    tie_to_parent: bool = False,
 ) -> subprocess.Popen[bytes]:
     """A `celery -A workers worker` process for `broker_url`, logging to `log`."""
     env = {**os.environ, "GAMEBATCH_BROKER_URL": broker_url, **(extra_env or {})}
@@ -128,6 +185,7 @@ def start_worker(
         return subprocess.Popen(
             command, stdin=subprocess.DEVNULL, stdout=out, stderr=out, env=env,
             start_new_session=True,
+            preexec_fn=_die_with_parent if tie_to_parent else None,  # noqa: PLW1509
         )  # fmt: skip
 
 
@@ -143,34 +201,115 @@ def _terminate(process: subprocess.Popen[bytes], grace: float = _STOP_TIMEOUT) -
     process.wait()
 
 
-class EmbeddedCluster(AbstractContextManager["EmbeddedCluster"]):
-    """A private Redis plus local workers, stopped (and their files removed) on exit."""
+class StateDir:
+    """The embedded Redis's folder: data, password, and which port the live server uses."""
 
-    def __init__(self, workers: int, config: str | None = None) -> None:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.redis_dir = path / "redis"
+        self._lock: IO[bytes] | None = None
+
+    def try_lock(self) -> bool:
+        """Own the folder's Redis; False while another command owns it."""
+        self.redis_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        handle = (self.path / "lock").open("ab")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            handle.close()
+            return False
+        self._lock = handle
+        return True
+
+    def unlock(self) -> None:
+        """Let another command own the folder."""
+        if self._lock is not None:
+            (self.path / "port").unlink(missing_ok=True)
+            self._lock.close()
+            self._lock = None
+
+    def password(self) -> str:
+        """The persistent password, created on first use (mode 0600)."""
+        path = self.path / "password"
+        if not path.exists():
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as out:
+                out.write(secrets.token_urlsafe(24))
+        return path.read_text().strip()
+
+    def publish(self, port: int) -> None:
+        """Tell other commands where the live server listens."""
+        (self.path / "port").write_text(str(port))
+
+    def live_url(self) -> str | None:
+        """The URL of the server another command owns, when it answers."""
+        try:
+            port = int((self.path / "port").read_text())
+        except (OSError, ValueError):
+            return None
+        url = f"redis://:{self.password()}@127.0.0.1:{port}/0"
+        try:
+            redis.Redis.from_url(url, socket_timeout=1).ping()
+        except redis.RedisError:
+            return None
+        return url
+
+
+class EmbeddedCluster(AbstractContextManager["EmbeddedCluster"]):
+    """A private Redis plus local workers, stopped on exit.
+
+    With a state folder the Redis keeps its data there; when another command already runs
+    that Redis, this one attaches to it (and adds its own workers). Without one, or when
+    the folder cannot be used, the data lives in a temporary folder for this command only.
+    """
+
+    def __init__(self, workers: int, config: str | None = None, state: Path | None = None) -> None:
         self.workers = workers
         self.config = config
-        self._dir = Path(tempfile.mkdtemp(prefix="gamebatch-"))
-        self.redis = RedisServer(self._dir)
+        self.state = StateDir(state) if state else None
+        self._tmp = Path(tempfile.mkdtemp(prefix="gamebatch-"))
+        self.redis: RedisServer | None = None
+        self.url = ""
+        self.persistent = False
         self.worker: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        """The private broker's URL."""
-        return self.redis.url
 
     @property
     def log(self) -> Path:
         """Where the workers log."""
-        return self._dir / "worker.log"
+        return self._tmp / "worker.log"
 
     def __enter__(self) -> EmbeddedCluster:
         try:
-            self.redis.start()
-            self.worker = start_worker(self.url, self.workers, self.log, config=self.config)
+            self._start_redis()
+            if self.workers:
+                self.worker = start_worker(
+                    self.url, self.workers, self.log, config=self.config, tie_to_parent=True
+                )
         except BaseException:
             self.close()
             raise
         return self
+
+    def _start_redis(self) -> None:
+        if self.state is not None:
+            try:
+                if self.state.try_lock():
+                    self.redis = RedisServer(
+                        self.state.redis_dir, appendonly=True,
+                        password=self.state.password(), tie_to_parent=True,
+                    )  # fmt: skip
+                    self.redis.start()
+                    self.state.publish(self.redis.port)
+                    self.url, self.persistent = self.redis.url, True
+                    return
+                live = self.state.live_url()
+                if live:
+                    self.url, self.persistent = live, True
+                    return
+            except OSError:
+                pass  # an unusable state folder: fall back to a temporary one
+        self.redis = RedisServer(self._tmp, tie_to_parent=True).start()
+        self.url = self.redis.url
 
     def check(self) -> None:
         """Raise when the local workers have died (their log's last line says why)."""
@@ -179,12 +318,16 @@ class EmbeddedCluster(AbstractContextManager["EmbeddedCluster"]):
             raise GamebatchError(f"the local workers exited: {lines[-1]}")
 
     def close(self) -> None:
-        """Stop the workers, then Redis; remove the working folder."""
+        """Stop the workers, then Redis; remove the temporary folder."""
         if self.worker is not None:
             _terminate(self.worker, _WORKER_GRACE)
             self.worker = None
-        self.redis.stop()
-        shutil.rmtree(self._dir, ignore_errors=True)
+        if self.redis is not None:
+            self.redis.stop()
+            self.redis = None
+        if self.state is not None:
+            self.state.unlock()
+        shutil.rmtree(self._tmp, ignore_errors=True)
 
     def __exit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None

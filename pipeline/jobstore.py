@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -100,7 +101,10 @@ class Progress:
         }
 
 
-def connect(url: str) -> redis.Redis:
+CLIENT_NAME = "gamebatch-cli"
+
+
+def connect(url: str, name: str = "gamebatch-worker") -> redis.Redis:
     """A client for a broker URL (`redis://`, `rediss://`, `unix://`).
 
     Commands are retried with backoff for about a minute, so that a Redis restart does not
@@ -113,6 +117,7 @@ def connect(url: str) -> redis.Redis:
         health_check_interval=30,
         retry=Retry(ExponentialBackoff(cap=2.0, base=0.05), 40),
         retry_on_error=[redis.ConnectionError, redis.TimeoutError],
+        client_name=f"{name}-{os.getpid()}",
     )
 
 
@@ -126,9 +131,9 @@ class JobStore:
         self._abandoned = client.register_script(_ABANDONED)
 
     @classmethod
-    def from_url(cls, url: str) -> JobStore:
-        """A store on the Redis at `url`."""
-        return cls(connect(url))
+    def from_url(cls, url: str, *, command: bool = False) -> JobStore:
+        """A store on the Redis at `url`; `command`: for a gamebatch command (not a worker)."""
+        return cls(connect(url, CLIENT_NAME if command else "gamebatch-worker"))
 
     # --- manifest -----------------------------------------------------------------------
 
@@ -277,6 +282,15 @@ class JobStore:
     def leased(self, job_id: str) -> bool:
         """Whether any worker holds a chunk of the job right now."""
         return next(self._scan(keys.lease(job_id, 0)[:-1] + "*"), None) is not None
+
+    def wait_for_other_commands(self, poll: float = 0.2) -> None:
+        """Block while gamebatch commands of other processes are connected (before a shutdown)."""
+        mine = f"{CLIENT_NAME}-{os.getpid()}"
+        while any(
+            c.get("name", "").startswith(CLIENT_NAME) and c.get("name") != mine
+            for c in self.client.client_list()
+        ):
+            time.sleep(poll)
 
     def queue_length(self, queue: str) -> int:
         """Messages waiting in a Celery queue of the Redis transport."""

@@ -11,7 +11,7 @@ from functools import cached_property
 from pathlib import Path
 
 from pipeline import collector, producer
-from pipeline.config import Settings
+from pipeline.config import Settings, default_state_dir
 from pipeline.errors import InputError
 from pipeline.jobstore import JobStore
 from pipeline.jobstore import Progress as JobProgress
@@ -43,17 +43,25 @@ class Cluster:
 
 
 @contextmanager
-def cluster(settings: Settings) -> Iterator[Cluster]:
-    """The configured broker, or an embedded Redis with local workers for the duration."""
+def cluster(settings: Settings, *, workers: bool = True) -> Iterator[Cluster]:
+    """The configured broker, or the embedded Redis (with local workers unless told not to)."""
     if settings.broker_url:
-        yield Cluster(settings, JobStore.from_url(settings.broker_url), lambda: None)
+        yield Cluster(settings, JobStore.from_url(settings.broker_url, command=True), lambda: None)
         return
     from pipeline.embedded import EmbeddedCluster
 
-    workers = settings.workers or os.cpu_count() or 1
-    with EmbeddedCluster(workers, os.environ.get("GAMEBATCH_CONFIG")) as local:
+    count = (settings.workers or os.cpu_count() or 1) if workers else 0
+    state = default_state_dir() if settings.state_dir is None else settings.state_dir
+    with EmbeddedCluster(
+        count, os.environ.get("GAMEBATCH_CONFIG"), Path(state) if state else None
+    ) as local:
         bound = settings.model_copy(update={"broker_url": local.url})
-        yield Cluster(bound, JobStore.from_url(local.url), local.check)
+        store = JobStore.from_url(local.url, command=True)
+        try:
+            yield Cluster(bound, store, local.check)
+        finally:
+            if local.redis is not None:
+                store.wait_for_other_commands()
 
 
 @dataclass(frozen=True)
@@ -128,6 +136,14 @@ def collect(
         collector.write_result_file(c.store, job_id, problem, done, output)
     collector.finish(c.store, job_id, c.settings.result_ttl)
     return done
+
+
+def workers_alive(c: Cluster) -> list[str]:
+    """Names of the workers that answer a ping on this broker."""
+    from workers.celery_app import create_app
+
+    replies = create_app(c.settings).control.ping(timeout=1.0)
+    return sorted(name for reply in replies for name in reply)
 
 
 def problem_of(store: JobStore, job_id: str) -> Problem:

@@ -93,3 +93,15 @@ def workers(redis_server: RedisServer, tmp_path: Path) -> Iterator[Workers]:
     pool = Workers(redis_server.url, tmp_path)
     yield pool
     pool.stop()
+
+
+@pytest.fixture(autouse=True, scope="session")
+def private_state_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Keep the embedded Redis's data of the tests out of the user's state folder."""
+    previous = os.environ.get("GAMEBATCH_STATE_DIR")
+    os.environ["GAMEBATCH_STATE_DIR"] = str(tmp_path_factory.mktemp("state"))
+    yield
+    if previous is None:
+        del os.environ["GAMEBATCH_STATE_DIR"]
+    else:
+        os.environ["GAMEBATCH_STATE_DIR"] = previous

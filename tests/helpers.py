@@ -31,3 +31,13 @@ def random_cases(problem: Problem, shape: str, count: int, size: int, seed: int)
     """`count` generated cases."""
     rng = random.Random(seed)
     return [problem.generate(rng, shape, size) for _ in range(count)]
+
+
+def command_env(**extra: str) -> dict[str, str]:
+    """The environment for a gamebatch subprocess: no settings from the caller's shell."""
+    import os
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GAMEBATCH_")}
+    env["GAMEBATCH_STATE_DIR"] = os.environ["GAMEBATCH_STATE_DIR"]  # see conftest
+    env.update(extra)
+    return env

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import random
 import subprocess
 import sys
@@ -17,7 +16,7 @@ from pipeline.embedded import RedisServer
 from pipeline.jobstore import JobState, JobStore
 from pipeline.problem import get_problem
 from tests.conftest import Workers
-from tests.helpers import answers, input_text, random_cases
+from tests.helpers import answers, command_env, input_text, random_cases
 from workers.runner import Outcome, run_chunk
 
 pytestmark = pytest.mark.integration
@@ -27,8 +26,7 @@ SMALL_CHUNKS = {"GAMEBATCH_CHUNK__TARGET_WORK": "300"}
 
 def gamebatch(*args: str, env: dict[str, str] | None = None, timeout: float = 120):
     """Run the real command line in a new process."""
-    full_env = {k: v for k, v in os.environ.items() if not k.startswith("GAMEBATCH_")}
-    full_env.update(env or {})
+    full_env = command_env(**(env or {}))
     return subprocess.run(
         [sys.executable, "-m", "pipeline.cli", *args],
         capture_output=True, text=True, env=full_env, timeout=timeout, check=False,
@@ -86,15 +84,16 @@ def test_bad_file_exits_2_with_one_line_and_no_result(tmp_path: Path) -> None:
         ["solve", "-p", "nosuchgame", "x.in"],
         ["solve", "-p", "strgame", "missing.in"],
         ["solve", "-p", "strgame", "x.in", "-o", "no/such/dir/out"],
-        ["submit", "-p", "strgame", "x.in"],
-        ["status"],
+        ["solve", "-p", "strgame", "x.in", "x.in", "-o", "out"],
+        ["collect", "JOB"],
+        ["status", "--broker", "redis://:secret@127.0.0.1:1/0", "--config", "missing.yaml"],
     ],
 )
 def test_usage_errors_exit_2_without_traceback(tmp_path: Path, args: list[str]) -> None:
     (tmp_path / "x.in").write_text("1\n1 1\na\n")
     result = subprocess.run(
         [sys.executable, "-m", "pipeline.cli", *args], capture_output=True, text=True, check=False,
-        cwd=tmp_path, env={k: v for k, v in os.environ.items() if not k.startswith("GAMEBATCH")},
+        cwd=tmp_path, env=command_env(),
     )  # fmt: skip
     assert result.returncode == 2
     assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr

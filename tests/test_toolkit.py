@@ -15,14 +15,14 @@ from pipeline import toolkit
 from pipeline.config import LimitSettings
 from pipeline.errors import InputError
 from pipeline.problem import get_problem
-from tests.helpers import answers
+from tests.helpers import answers, command_env
 
 PLUGIN_DIR = Path(__file__).resolve().parent / "plugin_nim"
 GAMES = ["strgame", "pathgame"]
 
 
 def run(*args: str, extra_path: bool = False, timeout: float = 120) -> Any:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GAMEBATCH_")}
+    env = command_env()
     if extra_path:
         env["PYTHONPATH"] = os.pathsep.join([str(PLUGIN_DIR), env.get("PYTHONPATH", "")])
     return subprocess.run(
