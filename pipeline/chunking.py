@@ -28,7 +28,7 @@ def chunk_cases(
         if not batch:
             first = numbered.number
         batch.append(numbered.case)
-        total += work(numbered.case)
+        total += 1 if numbered.case is None else work(numbered.case)  # None: invalid case
         if total >= target or len(batch) >= max_cases:
             yield Chunk(index, first, batch, total)
             index, batch, total = index + 1, [], 0

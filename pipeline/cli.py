@@ -57,6 +57,10 @@ def _pipeline_commands(sub: Any) -> None:
     out.add_argument("--out-dir", type=Path, help="folder for DIR/<input name>.out")
     p.add_argument("--workers", type=int, help="local worker processes (default: CPUs)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress display")
+    p.add_argument(
+        "--keep-going", action="store_true",
+        help="solve the valid cases of a bad file; INVALID marks the others (errors in OUT.errors)",
+    )  # fmt: skip
 
     embedded = "; default: the embedded Redis"
     p = _command(sub, "submit", "queue one input file and print its job id", broker=embedded)
@@ -144,7 +148,9 @@ def _cmd_solve(args: argparse.Namespace) -> int:
         files = [service.FileJob(args.inputs[0], None)]
     else:
         raise UsageError("several inputs need --out-dir DIR")
-    return service.solve(settings, problem, files, _err, quiet=args.quiet)
+    return service.solve(
+        settings, problem, files, _err, quiet=args.quiet, keep_going=args.keep_going
+    )
 
 
 def _cmd_submit(args: argparse.Namespace) -> int:
@@ -175,11 +181,14 @@ def _cmd_collect(args: argparse.Namespace) -> int:
         manifest = c.store.progress(args.job)
         progress.add_total(manifest.total or 0 if manifest else 0)
         try:
-            service.collect(
+            _, invalid = service.collect(
                 c, problem, args.job, args.output, timeout=args.timeout, progress=progress
             )
         finally:
             progress.close()
+    if invalid:
+        _err(f"error: invalid cases marked INVALID (listed in {args.output}.errors)")
+        return 2
     return 0
 
 

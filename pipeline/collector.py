@@ -11,7 +11,14 @@ from typing import TextIO
 
 from pipeline.errors import JobFailed
 from pipeline.jobstore import JobState, JobStore, Progress
+from pipeline.messages import INVALID_DIGIT
 from pipeline.problem import Problem
+
+INVALID_WORD = "INVALID"  # the result line of a case that --keep-going let through
+
+
+class JobLost(JobFailed):
+    """The job's keys are gone: Redis lost its data, or the job expired."""
 
 
 class CollectTimeout(JobFailed):
@@ -31,7 +38,7 @@ def wait_for(
     while True:
         progress = store.progress(job_id)
         if progress is None:
-            raise JobFailed(f"job {job_id} does not exist (finished long ago, or Redis lost it)")
+            raise JobLost(f"job {job_id} does not exist (finished long ago, or Redis lost it)")
         on_progress(progress)
         if progress.state in (JobState.COMPLETE, JobState.DONE):
             return progress
@@ -53,6 +60,7 @@ def write_result(
 ) -> None:
     """Write one answer word per case, in input order."""
     words = {ord(str(i)): word + "\n" for i, word in enumerate(problem.answers)}
+    words[ord(INVALID_DIGIT)] = INVALID_WORD + "\n"
     written = 0
     for digits in store.iter_answers(job_id, progress.chunks or 0):
         out.write(digits.translate(words))

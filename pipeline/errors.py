@@ -20,11 +20,20 @@ class InputError(GamebatchError):
 
     exit_code = 2
 
-    def __init__(self, reason: str, *, file: str = "", line: int = 0, case: int = 0) -> None:
+    def __init__(
+        self,
+        reason: str,
+        *,
+        file: str = "",
+        line: int = 0,
+        case: int = 0,
+        recoverable: bool = False,
+    ) -> None:
         self.reason = reason
         self.file = file
         self.line = line
         self.case = case
+        self.recoverable = recoverable  # the reader stands at the start of the next case
         super().__init__(reason)
 
     def __str__(self) -> str:

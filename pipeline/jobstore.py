@@ -279,6 +279,19 @@ class JobStore:
             held = pipe.execute()
         return [i for i, h in zip(indexes, held, strict=True) if not h]
 
+    def reset_invalid(self, job_id: str) -> None:
+        """Forget the invalid cases found by an earlier production run."""
+        self.client.delete(keys.job_field(job_id, "invalid"))
+
+    def add_invalid(self, job_id: str, errors: list[str]) -> None:
+        """Record errors of invalid cases (keep-going mode)."""
+        if errors:
+            self.client.rpush(keys.job_field(job_id, "invalid"), *errors)
+
+    def invalid(self, job_id: str) -> list[str]:
+        """Errors of the invalid cases, in input order."""
+        return [e.decode() for e in self.client.lrange(keys.job_field(job_id, "invalid"), 0, -1)]
+
     def leased(self, job_id: str) -> bool:
         """Whether any worker holds a chunk of the job right now."""
         return next(self._scan(keys.lease(job_id, 0)[:-1] + "*"), None) is not None

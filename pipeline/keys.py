@@ -12,6 +12,7 @@ gb:job:{job}:attempts     hash   chunk index -> runs started (removed once answe
 gb:job:{job}:requeued     hash   chunk index -> attempts seen when last re-queued
 gb:job:{job}:cursor       hash   chunk index -> case being solved, on a retried chunk
 gb:job:{job}:lease:{i}    string worker holding chunk i; expires unless refreshed
+gb:job:{job}:invalid      list   errors of invalid cases let through by --keep-going
 gb:jobs                   zset   job ids by creation time
 gb:table:{name}           string shared tables (Grundy tables), computed once per cluster
 """
@@ -53,8 +54,9 @@ def errors(job_id: str) -> str:
 
 
 def per_chunk(job_id: str) -> list[str]:
-    """Every per-chunk hash of a job."""
-    return [job_field(job_id, n) for n in ("out", "errors", "attempts", "requeued", "cursor")]
+    """Every key of a job besides its manifest, payloads and leases."""
+    names = ("out", "errors", "attempts", "requeued", "cursor", "invalid")
+    return [job_field(job_id, n) for n in names]
 
 
 def table(name: str) -> str:

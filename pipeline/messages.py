@@ -6,6 +6,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+INVALID_DIGIT = "-"  # a worker's answer for a case that --keep-going let through
+
 
 class BadPayload(ValueError):
     """A chunk payload that is not what a producer writes."""

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cache
 from importlib.metadata import entry_points
 from typing import Any, Protocol
 
-from pipeline.errors import UsageError
+from pipeline.errors import InputError, UsageError
 from pipeline.tokens import TokenReader
 
 ENTRY_POINT_GROUP = "gamebatch.problems"
@@ -105,16 +105,47 @@ def get_problem(name: str) -> Problem:
 
 
 def read_cases(
-    problem: Problem, tokens: TokenReader, max_cases: int = MAX_CASES
+    problem: Problem,
+    tokens: TokenReader,
+    max_cases: int = MAX_CASES,
+    on_invalid: Callable[[InputError], None] | None = None,
 ) -> Iterator[NumberedCase]:
-    """Validate the header T, then yield T cases, then check nothing follows them."""
+    """Validate the header T, then yield T cases, then check nothing follows them.
+
+    The first error is raised, unless `on_invalid` is given (keep going): then each invalid
+    case is reported to it and yielded with `case=None`; once the reader cannot find the
+    next case, every remaining case is yielded as invalid.
+    """
     count = tokens.next_int("the number of cases T", 1, max_cases)
+    lost: InputError | None = None  # set once the rest of the file cannot be read
+    lost_from = 0
     for number in range(1, count + 1):
         tokens.case = number
-        if tokens.at_end():
-            raise tokens.error(f"file ends after {number - 1} of {count} cases (T = {count})")
-        line = tokens.line
-        yield NumberedCase(number, line, problem.read_case(tokens))
+        try:
+            if lost is not None:
+                raise lost
+            if tokens.at_end():
+                raise tokens.error(f"file ends after {number - 1} of {count} cases (T = {count})")
+            line = tokens.line
+            yield NumberedCase(number, line, problem.read_case(tokens))
+        except InputError as exc:
+            if on_invalid is None:
+                raise
+            if lost is None:
+                on_invalid(exc)
+                lost, lost_from = (None, 0) if exc.recoverable else (exc, number + 1)
+            yield NumberedCase(number, exc.line, None)
+    if lost is not None and on_invalid is not None and lost_from <= count:
+        on_invalid(
+            InputError(
+                f"cases {lost_from}-{count} not read: the file cannot be followed past case"
+                f" {lost_from - 1}",
+                file=tokens.name,
+            )
+        )
     tokens.case = 0
-    if not tokens.at_end():
-        raise tokens.error(f"unexpected data after the last of {count} cases (T = {count})")
+    if lost is None and not tokens.at_end():
+        extra = tokens.error(f"unexpected data after the last of {count} cases (T = {count})")
+        if on_invalid is None:
+            raise extra
+        on_invalid(extra)

@@ -28,6 +28,7 @@ class Submitted:
     total: int
     chunks: int
     queued: int  # chunks queued by this run (0 when a previous run did everything)
+    keep_going: bool = False
 
 
 def checksum(path: Path) -> str:
@@ -52,15 +53,17 @@ def submit(
     settings: Settings,
     *,
     window: int = 0,
+    keep_going: bool = False,
     on_cases: Callable[[int], None] = lambda n: None,
 ) -> Submitted:
     """Validate and queue every chunk without answers; reuse a finished earlier run.
 
     With `window` > 0, waits while that many chunks of this run are unanswered, so that
     Redis holds a bounded part of a large input. On bad input the job is deleted and the
-    InputError propagates.
+    InputError propagates, unless `keep_going`: then invalid cases are recorded and answered
+    with a marker.
     """
-    job_id = job_id_for(problem, checksum(path))
+    job_id = job_id_for(problem, checksum(path)) + ("-keep-going" if keep_going else "")
     manifest = store.open_job(
         job_id,
         {
@@ -73,10 +76,12 @@ def submit(
     progress = store.progress(job_id)
     if progress and progress.chunks is not None and progress.done_chunks == progress.chunks:
         on_cases(progress.total or 0)
-        return Submitted(job_id, path, progress.total or 0, progress.chunks, 0)
+        return Submitted(job_id, path, progress.total or 0, progress.chunks, 0, keep_going)
     answered = store.answered(job_id)
     target, max_cases = int(manifest["target_work"]), int(manifest["max_cases"])
     queued = total = chunks = 0
+    invalid: list[str] = []
+    store.reset_invalid(job_id)
     try:
         with path.open("rb") as stream:
             tokens = TokenReader(
@@ -85,7 +90,11 @@ def submit(
                 max_token=settings.limits.max_token_bytes,
                 max_bytes=settings.limits.max_file_bytes,
             )
-            cases = read_cases(problem, tokens)
+            cases = read_cases(
+                problem,
+                tokens,
+                on_invalid=(lambda e: invalid.append(str(e))) if keep_going else None,
+            )
             for chunk in chunk_cases(cases, problem.work, target, max_cases):
                 chunks, total = chunk.index + 1, total + len(chunk.cases)
                 if chunk.index not in answered:
@@ -99,14 +108,17 @@ def submit(
                             window=window, poll=settings.poll_interval,
                         )  # fmt: skip
                 on_cases(len(chunk.cases))
+                store.add_invalid(job_id, invalid)
+                invalid.clear()
     except InputError:
         store.delete(job_id)  # nothing of a bad file is kept or written
         raise
     except OSError as exc:
         store.delete(job_id)
         raise UsageError(f"cannot read {path}: {exc.strerror}") from None
+    store.add_invalid(job_id, invalid)  # an error after the last case
     store.finish_production(job_id, chunks, total)
-    return Submitted(job_id, path, total, chunks, queued)
+    return Submitted(job_id, path, total, chunks, queued, keep_going)
 
 
 def _wait_for_room(

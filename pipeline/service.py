@@ -11,6 +11,7 @@ from functools import cached_property
 from pathlib import Path
 
 from pipeline import collector, producer
+from pipeline.collector import INVALID_WORD, JobLost
 from pipeline.config import Settings, default_state_dir
 from pipeline.errors import InputError
 from pipeline.jobstore import JobStore
@@ -18,6 +19,8 @@ from pipeline.jobstore import Progress as JobProgress
 from pipeline.problem import Problem, get_problem
 from pipeline.progress import Progress
 from pipeline.recovery import Recovery
+
+LOST_JOB_RETRIES = 3
 
 
 @dataclass
@@ -77,31 +80,49 @@ def solve(
     problem: Problem,
     files: list[FileJob],
     report: Callable[[str], None],
+    *,
     quiet: bool = False,
+    keep_going: bool = False,
 ) -> int:
     """Queue every file, then collect each in order; bad files are reported and skipped."""
     status = 0
     progress = Progress("solve", enabled=not quiet)
     with cluster(settings) as c:
-        send = c.send
+
+        def submit(item: FileJob) -> producer.Submitted:
+            return producer.submit(
+                problem, item.input, c.store, c.send, c.settings,
+                window=c.settings.chunk.window, keep_going=keep_going,
+                on_cases=progress.add_total,
+            )  # fmt: skip
+
         submitted = []
         for item in files:
             try:
-                job = producer.submit(
-                    problem, item.input, c.store, send, c.settings,
-                    window=c.settings.chunk.window, on_cases=progress.add_total,
-                )  # fmt: skip
+                submitted.append((item, submit(item)))
             except InputError as exc:
                 report(f"error: {exc}")
                 status = 2
-                continue
-            submitted.append((item, job))
         base = 0
-        for item, job in submitted:
-            done = collect(
-                c, problem, job.job_id, item.output, timeout=None, progress=progress, base=base
-            )
+        for item, first in submitted:
+            job = first
+            for attempt in range(1, LOST_JOB_RETRIES + 1):
+                try:
+                    done, invalid = collect(
+                        c, problem, job.job_id, item.output,
+                        timeout=None, progress=progress, base=base,
+                    )  # fmt: skip
+                    break
+                except JobLost:
+                    if attempt == LOST_JOB_RETRIES:
+                        raise
+                    report(f"note: Redis lost job {job.job_id}; reading {item.input} again")
+                    job = submit(item)
             base += done.total or 0
+            if invalid:
+                where = f"listed in {item.output}.errors" if item.output else "listed above"
+                report(f"error: {item.input}: invalid cases marked {INVALID_WORD} ({where})")
+                status = 2
     progress.close()
     return status
 
@@ -115,9 +136,11 @@ def collect(
     timeout: float | None,
     progress: Progress,
     base: int = 0,
-) -> JobProgress:
-    """Wait for a job and write its result file (or standard output)."""
+) -> tuple[JobProgress, int]:
+    """Wait for a job, write its result file (or standard output); count invalid cases.
 
+    With invalid cases (keep-going mode) their errors go to OUTPUT.errors (or stderr).
+    """
     s = c.settings
     recovery = Recovery(c.store, c.send, s.queue, lease=s.lease_seconds, stall=s.stall_seconds)
 
@@ -129,13 +152,18 @@ def collect(
     done = collector.wait_for(
         c.store, job_id, poll=c.settings.poll_interval, timeout=timeout, on_progress=on_progress
     )
+    invalid = c.store.invalid(job_id)
     if output is None:
         collector.write_result(c.store, job_id, problem, done, sys.stdout)
         sys.stdout.flush()
+        sys.stderr.writelines(line + "\n" for line in invalid)
     else:
+        if invalid:
+            errors = output.with_name(output.name + ".errors")
+            collector.atomic_write(errors, "".join(line + "\n" for line in invalid))
         collector.write_result_file(c.store, job_id, problem, done, output)
     collector.finish(c.store, job_id, c.settings.result_ttl)
-    return done
+    return done, len(invalid)
 
 
 def workers_alive(c: Cluster) -> list[str]:

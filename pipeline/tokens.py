@@ -34,10 +34,19 @@ class TokenReader:
         self._carry_len = 0
         self._eof = False
 
-    def error(self, reason: str, line: int | None = None) -> InputError:
-        """An InputError at the current (or given) line and case."""
+    def error(
+        self, reason: str, line: int | None = None, *, recoverable: bool = False
+    ) -> InputError:
+        """An InputError at the current (or given) line and case.
+
+        `recoverable`: the whole case was read, so reading can go on with the next one.
+        """
         return InputError(
-            reason, file=self.name, line=self.line if line is None else line, case=self.case
+            reason,
+            file=self.name,
+            line=self.line if line is None else line,
+            case=self.case,
+            recoverable=recoverable,
         )
 
     def next(self, what: str) -> bytes:

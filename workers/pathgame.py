@@ -56,27 +56,35 @@ def column_codes(top: bytes, bottom: bytes) -> bytes:
 
 def read_case(tokens: TokenReader) -> list[str]:
     """Two rows of equal length, only `.` and `#`, with a left-to-right white path."""
-    rows = [tokens.next("row 1 of the board"), tokens.next("row 2 of the board")]
-    for number, row in enumerate(rows, 1):
+    rows = (tokens.next("row 1 of the board"), tokens.next("row 2 of the board"))
+    problem = board_problem(*rows)
+    if problem:
+        raise tokens.error(problem, recoverable=True)
+    return [row.decode("ascii") for row in rows]
+
+
+def board_problem(top: bytes, bottom: bytes) -> str | None:
+    """What makes a board invalid, or None."""
+    for number, row in enumerate((top, bottom), 1):
         if row.translate(None, b".#"):
             bad = next(i for i, byte in enumerate(row) if byte not in b".#")
-            raise tokens.error(
+            return (
                 f"row {number} has {shorten(row[bad : bad + 1])} in column {bad + 1}:"
                 " only '.' and '#' are allowed"
             )
-    if len(rows[0]) != len(rows[1]):
-        raise tokens.error(f"rows have different lengths ({len(rows[0])} and {len(rows[1])})")
-    codes = column_codes(rows[0], rows[1])
+    if len(top) != len(bottom):
+        return f"rows have different lengths ({len(top)} and {len(bottom)})"
+    codes = column_codes(top, bottom)
     blocked = codes.find(b"\x03")
     if blocked >= 0:
-        raise tokens.error(f"board has no left-to-right path: column {blocked + 1} is all black")
+        return f"board has no left-to-right path: column {blocked + 1} is all black"
     cut = min((i for i in (codes.find(b"\x01\x02"), codes.find(b"\x02\x01")) if i >= 0), default=-1)
     if cut >= 0:
-        raise tokens.error(
+        return (
             f"board has no left-to-right path: columns {cut + 1} and {cut + 2}"
             " have black cells in different rows"
         )
-    return [row.decode("ascii") for row in rows]
+    return None
 
 
 def work(case: Any) -> int:

@@ -8,10 +8,8 @@ from enum import Enum
 from types import TracebackType
 
 from pipeline.jobstore import JobStore
-from pipeline.messages import BadPayload, ChunkPayload
+from pipeline.messages import INVALID_DIGIT, BadPayload, ChunkPayload
 from pipeline.problem import registry
-
-INVALID_DIGIT = "-"  # answer of a case that `--keep-going` let through as invalid
 
 
 class Outcome(str, Enum):

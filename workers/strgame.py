@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from functools import cache
 from typing import Any
 
+from pipeline.errors import InputError
 from pipeline.tokens import TokenReader, shorten
 
 MAX_K = 10**9
@@ -21,17 +22,24 @@ StrCase = tuple[int, list[str]]  # (K, strings); JSON turns the tuple into a lis
 def read_case(tokens: TokenReader) -> list[Any]:
     """Read `n K` and n strings of lowercase letters."""
     n = tokens.next_int("n (the number of strings)", 1, MAX_STRINGS)
-    k = tokens.next_int("K (the number of rounds)", 1, MAX_K)
+    problem: InputError | None = None  # reported once the whole case is read
+    try:
+        k = tokens.next_int("K (the number of rounds)", 1, MAX_K)
+    except InputError as exc:
+        problem, k = exc, 0
     words = []
     for i in range(1, n + 1):
         word = tokens.next(f"string {i} of {n}")
-        if word.translate(None, _LOWER):
+        if problem is None and word.translate(None, _LOWER):
             bad = next(j for j, byte in enumerate(word) if byte not in _LOWER)
-            raise tokens.error(
+            problem = tokens.error(
                 f"string {i} of {n} has {shorten(word[bad : bad + 1])} at position {bad + 1}:"
                 " only lowercase letters a-z are allowed"
             )
-        words.append(word.decode("ascii"))
+        words.append(word.decode("ascii", "replace"))
+    if problem is not None:
+        problem.recoverable = True
+        raise problem
     return [k, words]
 
 
