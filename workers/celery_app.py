@@ -32,6 +32,13 @@ def create_app(settings: Settings) -> Celery:
         task_default_queue=settings.queue,
         broker_transport_options={"visibility_timeout": settings.visibility_timeout},
         broker_connection_retry_on_startup=True,
+        # ride out a Redis restart (about a minute) when queueing
+        task_publish_retry_policy={
+            "max_retries": 40,
+            "interval_start": 0.1,
+            "interval_step": 0.2,
+            "interval_max": 2.0,
+        },
         worker_hijack_root_logger=False,
     )
     from workers.tasks import register

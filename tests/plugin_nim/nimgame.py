@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import random
+import signal
 from collections.abc import Iterator
 from functools import cache
 from typing import Any
+
+POISON = 987654321
 
 
 class Nim:
@@ -22,6 +26,8 @@ class Nim:
         return len(case) + 1
 
     def solve(self, case: list[int]) -> int:
+        if POISON in case:  # for the fault tests: this case kills the process solving it
+            os.kill(os.getpid(), signal.SIGKILL)
         value = 0
         for heap in case:
             value ^= heap

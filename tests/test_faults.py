@@ -1,0 +1,225 @@
+"""Fault tests: killed workers, pool children, collectors and Redis; poison cases; bad files."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from pipeline.embedded import RedisServer
+from pipeline.jobstore import JobStore
+from pipeline.problem import get_problem
+from tests.conftest import Workers, run_reference
+from tests.helpers import answers, command_env, input_text, random_cases
+from tests.test_input_errors import CORPUS
+
+pytestmark = pytest.mark.integration
+
+# One case per chunk makes thousands of tasks, so that a kill lands in the middle of the job;
+# short leases and stall times make recovery quick enough for a test.
+FAULT_ENV = {
+    "GAMEBATCH_CHUNK__MAX_CASES": "1",
+    "GAMEBATCH_LEASE_SECONDS": "2",
+    "GAMEBATCH_STALL_SECONDS": "3",
+}
+PLUGIN_DIR = Path(__file__).resolve().parent / "plugin_nim"
+
+
+def dataset(folder: Path, cases: int = 4000) -> tuple[Path, str]:
+    """A strgame file and its expected result (the reference program's when available)."""
+    problem = get_problem("strgame")
+    path = folder / "data.in"
+    path.write_text(input_text(problem, random_cases(problem, "random", cases, 200, seed=5)))
+    return path, answers(problem, path.read_text())
+
+
+def start_solve(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "pipeline.cli", "solve", "-q", "-p", "strgame", *args],
+        env=command_env(**FAULT_ENV, **(env or {})), stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+
+
+def wait_for_progress(url: str, fraction: float, total: int, timeout: float = 60) -> None:
+    """Block until the only job on `url` has answered `fraction` of its cases."""
+    store = JobStore.from_url(url)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        jobs = store.jobs()
+        progress = store.progress(jobs[0]) if jobs else None
+        if progress and progress.done >= fraction * total:
+            assert progress.done < total, "the job finished before the fault was injected"
+            return
+        time.sleep(0.02)
+    raise AssertionError("no progress")
+
+
+def finish(process: subprocess.Popen[str], timeout: float = 180) -> str:
+    out, err = process.communicate(timeout=timeout)
+    assert process.returncode == 0, err
+    return out
+
+
+def test_whole_worker_killed_mid_job(
+    tmp_path: Path, redis_server: RedisServer, workers: Workers
+) -> None:
+    path, expected = dataset(tmp_path)
+    first = workers.start(concurrency=2, **FAULT_ENV)
+    solve = start_solve(str(path), "-o", str(tmp_path / "out"), "--broker", redis_server.url)
+    wait_for_progress(redis_server.url, 0.2, 4000)
+    os.killpg(first.pid, signal.SIGKILL)  # the worker and its pool, like a machine lost
+    workers.start(concurrency=2, **FAULT_ENV)
+    finish(solve)
+    assert (tmp_path / "out").read_text() == expected
+
+
+def test_pool_child_killed_mid_job(
+    tmp_path: Path, redis_server: RedisServer, workers: Workers
+) -> None:
+    path, expected = dataset(tmp_path)
+    worker = workers.start(concurrency=2, **FAULT_ENV)
+    solve = start_solve(str(path), "-o", str(tmp_path / "out"), "--broker", redis_server.url)
+    wait_for_progress(redis_server.url, 0.2, 4000)
+    children = subprocess.run(
+        ["pgrep", "-P", str(worker.pid)], capture_output=True, text=True, check=True
+    ).stdout.split()
+    os.kill(int(children[0]), signal.SIGKILL)
+    finish(solve)
+    assert (tmp_path / "out").read_text() == expected
+
+
+def test_collector_killed_and_rerun(
+    tmp_path: Path, redis_server: RedisServer, workers: Workers
+) -> None:
+    path, expected = dataset(tmp_path)
+    workers.start(concurrency=1, **FAULT_ENV)
+    out = tmp_path / "out"
+    solve = start_solve(str(path), "-o", str(out), "--broker", redis_server.url)
+    wait_for_progress(redis_server.url, 0.2, 4000)
+    solve.kill()
+    solve.communicate()
+    assert not out.exists()
+    finish(start_solve(str(path), "-o", str(out), "--broker", redis_server.url))
+    assert out.read_text() == expected
+
+
+def test_embedded_solve_killed_and_rerun(tmp_path: Path) -> None:
+    path, expected = dataset(tmp_path)
+    state = tmp_path / "state"
+    env = {"GAMEBATCH_STATE_DIR": str(state)}
+    out = tmp_path / "out"
+    solve = start_solve(str(path), "-o", str(out), "--workers", "1", env=env)
+    deadline = time.monotonic() + 30
+    while not (state / "port").exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    port = (state / "port").read_text()
+    url = f"redis://:{(state / 'password').read_text().strip()}@127.0.0.1:{port}/0"
+    wait_for_progress(url, 0.2, 4000)
+    solve.kill()  # SIGKILL: no clean-up in the process itself
+    solve.communicate()
+    deadline = time.monotonic() + 20  # its Redis and workers follow it (parent-death signal)
+    while _listening(int(port)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _listening(int(port))
+    finish(start_solve(str(path), "-o", str(out), "--workers", "1", env=env))
+    assert out.read_text() == expected
+
+
+def _listening(port: int) -> bool:
+    import socket
+
+    with socket.socket() as sock:
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def test_redis_restarted_with_append_only_file_mid_job(tmp_path: Path, workers: Workers) -> None:
+    path, expected = dataset(tmp_path)
+    data = tmp_path / "redis"
+    server = RedisServer(data, appendonly=True).start()
+    workers.url = server.url
+    try:
+        workers.start(concurrency=2, **FAULT_ENV)
+        solve = start_solve(str(path), "-o", str(tmp_path / "out"), "--broker", server.url)
+        wait_for_progress(server.url, 0.2, 4000)
+        server.stop()
+        time.sleep(1)
+        server = RedisServer(data, appendonly=True, port=server.port, password=server.password)
+        server.start()
+        finish(solve)
+    finally:
+        server.stop()
+    assert (tmp_path / "out").read_text() == expected
+
+
+def test_a_poison_case_ends_as_a_named_failure(tmp_path: Path) -> None:
+    path = tmp_path / "nim.in"
+    heaps = ["1\n3\n"] * 12
+    heaps[6] = "2\n1 987654321\n"  # case 7 kills whatever process solves it
+    path.write_text(f"{len(heaps)}\n" + "".join(heaps))
+    env = command_env(
+        PYTHONPATH=str(PLUGIN_DIR), GAMEBATCH_CHUNK__MAX_CASES="5", GAMEBATCH_MAX_ATTEMPTS="3"
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "pipeline.cli", "solve", "-q", "-p", "nim", str(path),
+         "-o", str(tmp_path / "out"), "--workers", "1"],
+        capture_output=True, text=True, env=env, timeout=120, check=False,
+    )  # fmt: skip
+    assert result.returncode == 1
+    assert result.stderr.strip().endswith("case 7: its worker died in 3 attempts")
+    assert not (tmp_path / "out").exists()
+
+
+def test_every_malformed_file_of_the_corpus(tmp_path: Path) -> None:
+    for game in ("strgame", "pathgame"):
+        folder = tmp_path / game
+        folder.mkdir()
+        bad = [(i, data) for i, (g, data, *_) in enumerate(CORPUS) if g == game]
+        for i, data in bad:
+            (folder / f"bad{i}.in").write_bytes(data)
+        out = tmp_path / f"{game}-out"
+        out.mkdir()
+        result = subprocess.run(
+            [sys.executable, "-m", "pipeline.cli", "solve", "-q", "-p", game,
+             *sorted(map(str, folder.iterdir())), "--out-dir", str(out)],
+            capture_output=True, text=True, env=command_env(), timeout=120, check=False,
+        )  # fmt: skip
+        assert result.returncode == 2
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == len(bad) and "Traceback" not in result.stderr
+        for (i, _), line in zip(sorted(bad, key=lambda b: f"bad{b[0]}.in"), lines, strict=True):
+            _, data, line_no, case, words = CORPUS[i]
+            assert f"bad{i}.in:{line_no}" in line and words in line
+            assert (f": case {case}:" in line) == (case > 0)
+        assert list(out.iterdir()) == []
+
+
+def test_a_one_gigabyte_line_is_refused_with_little_memory(tmp_path: Path) -> None:
+    path = tmp_path / "huge.in"
+    with path.open("wb") as out:
+        out.write(b"1\n1 1\n")
+        block = b"a" * (1 << 24)
+        for _ in range(64):
+            out.write(block)
+        out.write(b"\n")
+    result = subprocess.run(
+        ["bash", "-c", 'ulimit -v 2000000; exec "$@"', "bash", sys.executable, "-m",
+         "pipeline.cli", "validate", "-p", "strgame", str(path)],
+        capture_output=True, text=True, env=command_env(), timeout=120, check=False,
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert result.stderr.strip() == (
+        f"gamebatch: error: {path}:3: case 1: token longer than the limit of 67108864 bytes"
+    )
+
+
+def test_reference_agrees_with_the_fault_dataset(
+    tmp_path: Path, reference: dict[str, Path]
+) -> None:
+    path, expected = dataset(tmp_path, cases=500)
+    assert run_reference(reference["strgame"], path.read_text()) == expected
