@@ -131,6 +131,15 @@ class JobStore:
         self._abandoned = client.register_script(_ABANDONED)
 
     @classmethod
+    def check_url(cls, url: str) -> None:
+        """Fail fast (no retries) when the Redis at `url` is unreachable or refuses us."""
+        probe = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=5, retry=None)
+        try:
+            probe.ping()
+        finally:
+            probe.close()
+
+    @classmethod
     def from_url(cls, url: str, *, command: bool = False) -> JobStore:
         """A store on the Redis at `url`; `command`: for a gamebatch command (not a worker)."""
         return cls(connect(url, CLIENT_NAME if command else "gamebatch-worker"))

@@ -49,6 +49,7 @@ class Cluster:
 def cluster(settings: Settings, *, workers: bool = True) -> Iterator[Cluster]:
     """The configured broker, or the embedded Redis (with local workers unless told not to)."""
     if settings.broker_url:
+        JobStore.check_url(settings.broker_url)
         yield Cluster(settings, JobStore.from_url(settings.broker_url, command=True), lambda: None)
         return
     from pipeline.embedded import EmbeddedCluster
