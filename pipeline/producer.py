@@ -11,7 +11,7 @@ from pathlib import Path
 from pipeline.chunking import chunk_cases
 from pipeline.config import Settings
 from pipeline.errors import InputError, UsageError
-from pipeline.jobstore import JobStore
+from pipeline.jobstore import JobStore, Progress
 from pipeline.messages import ChunkPayload
 from pipeline.problem import Problem, read_cases
 from pipeline.tokens import TokenReader
@@ -55,6 +55,7 @@ def submit(
     window: int = 0,
     keep_going: bool = False,
     on_cases: Callable[[int], None] = lambda n: None,
+    on_progress: Callable[[Progress], None] = lambda p: None,
 ) -> Submitted:
     """Validate and queue every chunk without answers; reuse a finished earlier run.
 
@@ -105,7 +106,7 @@ def submit(
                     if window:
                         _wait_for_room(
                             store, job_id, queued=queued, answered_before=len(answered),
-                            window=window, poll=settings.poll_interval,
+                            window=window, poll=settings.poll_interval, on_progress=on_progress,
                         )  # fmt: skip
                 on_cases(len(chunk.cases))
                 store.add_invalid(job_id, invalid)
@@ -122,11 +123,20 @@ def submit(
 
 
 def _wait_for_room(
-    store: JobStore, job_id: str, *, queued: int, answered_before: int, window: int, poll: float
+    store: JobStore,
+    job_id: str,
+    *,
+    queued: int,
+    answered_before: int,
+    window: int,
+    poll: float,
+    on_progress: Callable[[Progress], None],
 ) -> None:
     """Block while `window` chunks queued by this run are still without answers."""
     while True:
         progress = store.progress(job_id)
+        if progress:
+            on_progress(progress)
         done_now = progress.done_chunks - answered_before if progress else queued
         if queued - done_now < window or (progress and progress.failures):
             return

@@ -20,6 +20,7 @@ class Progress:
         self.enabled = enabled
         self.done = 0
         self.total = 0
+        self._by_job: dict[str, int] = {}
         self._start = time.monotonic()
         self._last_line = self._start
         self._bar: tqdm[Any] | None = None
@@ -33,8 +34,13 @@ class Progress:
             self._bar.total = self.total
             self._bar.refresh()
 
+    def job_done(self, job_id: str, done: int) -> None:
+        """Cases of one job answered so far."""
+        self._by_job[job_id] = max(done, self._by_job.get(job_id, 0))
+        self.set_done(sum(self._by_job.values()))
+
     def set_done(self, done: int) -> None:
-        """Cases answered so far (absolute)."""
+        """Cases answered so far, over all jobs."""
         if done <= self.done:
             return
         if self._bar is not None:
@@ -60,7 +66,9 @@ class Progress:
         )
 
     def close(self) -> None:
-        """Remove the bar."""
+        """Replace the bar by a summary line."""
         if self._bar is not None:
             self._bar.close()
             self._bar = None
+        if self.enabled and self.done:
+            self.stream.write(self.summary().rsplit(",", 1)[0] + "\n")

@@ -90,11 +90,16 @@ def solve(
     progress = Progress("solve", enabled=not quiet)
     with cluster(settings) as c:
 
+        def on_progress(p: JobProgress) -> None:
+            c.check()
+            progress.job_done(p.job_id, p.done)
+
         def submit(item: FileJob) -> producer.Submitted:
             return producer.submit(
                 problem, item.input, c.store, c.send, c.settings,
                 window=c.settings.chunk.window, keep_going=keep_going,
                 on_cases=progress.add_total,
+                on_progress=on_progress,
             )  # fmt: skip
 
         submitted = []
@@ -104,14 +109,12 @@ def solve(
             except InputError as exc:
                 report(f"error: {exc}")
                 status = 2
-        base = 0
         for item, first in submitted:
             job = first
             for attempt in range(1, LOST_JOB_RETRIES + 1):
                 try:
-                    done, invalid = collect(
-                        c, problem, job.job_id, item.output,
-                        timeout=None, progress=progress, base=base,
+                    _, invalid = collect(
+                        c, problem, job.job_id, item.output, timeout=None, progress=progress
                     )  # fmt: skip
                     break
                 except JobLost:
@@ -119,7 +122,6 @@ def solve(
                         raise
                     report(f"note: Redis lost job {job.job_id}; reading {item.input} again")
                     job = submit(item)
-            base += done.total or 0
             if invalid:
                 where = f"listed in {item.output}.errors" if item.output else "listed above"
                 report(f"error: {item.input}: invalid cases marked {INVALID_WORD} ({where})")
@@ -136,7 +138,6 @@ def collect(
     *,
     timeout: float | None,
     progress: Progress,
-    base: int = 0,
 ) -> tuple[JobProgress, int]:
     """Wait for a job, write its result file (or standard output); count invalid cases.
 
@@ -147,7 +148,7 @@ def collect(
 
     def on_progress(p: JobProgress) -> None:
         c.check()
-        progress.set_done(base + p.done)
+        progress.job_done(p.job_id, p.done)
         recovery.tick(p)
 
     done = collector.wait_for(
