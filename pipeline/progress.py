@@ -66,9 +66,9 @@ class Progress:
         )
 
     def close(self) -> None:
-        """Replace the bar by a summary line."""
+        """Replace the bar by a summary line (on a terminal)."""
         if self._bar is not None:
             self._bar.close()
             self._bar = None
-        if self.enabled and self.done:
-            self.stream.write(self.summary().rsplit(",", 1)[0] + "\n")
+            if self.done:
+                self.stream.write(self.summary().rsplit(",", 1)[0] + "\n")
