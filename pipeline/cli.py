@@ -32,6 +32,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _pipeline_commands(sub)
+    _grading_commands(sub)
     _toolkit_commands(sub)
     return parser
 
@@ -85,6 +86,28 @@ def _pipeline_commands(sub: Any) -> None:
         "--concurrency", type=int, help="pool processes (or GAMEBATCH_CONCURRENCY; default: CPUs)"
     )
     p.add_argument("--loglevel", default="INFO")
+
+
+def _grading_commands(sub: Any) -> None:
+    p = _command(sub, "grade", "grade output files case by case against the answers",
+                 broker="; default: the embedded Redis")  # fmt: skip
+    p.add_argument("-p", "--problem", required=True, help=PROBLEMS_HELP)
+    p.add_argument("files", nargs="*", metavar="INPUT SUBMISSION", type=Path,
+                   help="an input file, then the output files to grade")  # fmt: skip
+    p.add_argument("--answers", type=Path, help="official answers of INPUT (default: solve it)")
+    p.add_argument("--tests", type=Path, metavar="DIR", help="bulk: NAME.in and NAME.ans files")
+    p.add_argument("--submissions", type=Path, metavar="DIR",
+                   help="bulk: one folder of NAME.out files per contestant")  # fmt: skip
+    p.add_argument("--scoreboard", type=Path, metavar="FILE", help="write a .csv or .json")
+    p.add_argument("--scoring", metavar="FILE", help="YAML scoring groups (subtasks)")
+    p.add_argument("--json", type=Path, metavar="REPORT", help="write the JSON report")
+    p.add_argument("--junit", type=Path, metavar="REPORT", help="write a JUnit XML report")
+    p.add_argument("--ignore-case", action="store_true", help="accept answers in any case")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress display")
+
+    p = _command(sub, "diff", "list the cases whose verdict changed between two JSON reports")
+    p.add_argument("old", type=Path, metavar="REPORT_A")
+    p.add_argument("new", type=Path, metavar="REPORT_B")
 
 
 def _toolkit_commands(sub: Any) -> None:
@@ -300,6 +323,91 @@ def _cmd_stress(args: argparse.Namespace) -> int:
     return 1
 
 
+def _cmd_grade(args: argparse.Namespace) -> int:
+    from pipeline import grade_service, reports, toolkit
+    from pipeline.collector import atomic_write
+    from pipeline.config import load_scoring
+    from pipeline.grading import Scoring
+    from pipeline.problem import get_problem
+
+    settings = _settings(args, need_broker=False)
+    problem = get_problem(args.problem)
+    bulk = args.tests is not None or args.submissions is not None
+    tests, subs = _grade_layout(args, bulk)
+    scoring = load_scoring(args.scoring) if args.scoring else Scoring()
+    run = grade_service.grade(
+        settings, problem, tests, subs, scoring=scoring, ignore_case=args.ignore_case,
+        quiet=args.quiet,
+    )  # fmt: skip
+    inputs = {t.name: t.input for t in tests}
+    wanted: dict[str, set[int]] = {}
+    for r in run.results:
+        shown = [c.index for c in r.mismatches()[: reports.SHOWN_MISMATCHES]]
+        wanted.setdefault(r.test, set()).update(shown)
+    texts = {name: toolkit.case_texts(problem, inputs[name], idx) for name, idx in wanted.items()}
+    sys.stdout.write(reports.text_summary(run.results, lambda r, i: texts[r.test].get(i)))
+    if bulk:
+        for rank, s in enumerate(run.standings, 1):
+            print(
+                f"{rank:>4}. {s.contestant}: {s.score:g}/{s.max_score:g} ({s.total_accepted} cases)"
+            )
+    if args.json:
+        atomic_write(
+            args.json, reports.json_report(problem.name, run.results, run.standings, run.solved)
+        )
+    if args.junit:
+        atomic_write(args.junit, reports.junit_report(run.results))
+    if args.scoreboard:
+        names = [t.name for t in tests]
+        board = (
+            reports.scoreboard_json(run.standings)
+            if args.scoreboard.suffix == ".json"
+            else reports.scoreboard_csv(run.standings, names)
+        )
+        atomic_write(args.scoreboard, board)
+    return 0
+
+
+def _grade_layout(args: argparse.Namespace, bulk: bool) -> tuple[list[Any], list[Any]]:
+    """Tests and submissions named on the command line (bulk folders or files)."""
+    from pipeline import grade_service
+
+    if bulk:
+        if args.files or args.answers or not (args.tests and args.submissions):
+            raise UsageError("bulk grading takes --tests DIR and --submissions DIR, no files")
+        return grade_service.bulk_layout(args.tests, args.submissions)
+    if len(args.files) < 2:
+        raise UsageError("give an INPUT and at least one SUBMISSION (or --tests/--submissions)")
+    if args.scoreboard:
+        raise UsageError("--scoreboard needs bulk mode (--tests and --submissions)")
+    for path in args.files:
+        if not path.is_file():
+            raise UsageError(f"cannot read {path}: no such file")
+    test = grade_service.Test(args.files[0].stem, args.files[0], args.answers)
+    subs = [grade_service.Submission(p.stem, test.name, p, str(p)) for p in args.files[1:]]
+    return [test], subs
+
+
+def _cmd_diff(args: argparse.Namespace) -> int:
+    from pipeline import reports
+
+    docs = []
+    for path in (args.old, args.new):
+        try:
+            doc = json.loads(path.read_text())
+        except (OSError, ValueError) as exc:
+            raise UsageError(f"cannot read report {path}: {exc}") from None
+        if not isinstance(doc, dict) or doc.get("version") != reports.REPORT_VERSION:
+            raise UsageError(f"{path} is not a version {reports.REPORT_VERSION} grading report")
+        docs.append(doc)
+    changes = reports.diff_reports(docs[0], docs[1])
+    for line in changes:
+        print(line)
+    if not changes:
+        print("no verdict changed")
+    return 1 if changes else 0
+
+
 _COMMANDS = {
     "solve": _cmd_solve,
     "submit": _cmd_submit,
@@ -307,6 +415,8 @@ _COMMANDS = {
     "status": _cmd_status,
     "worker": _cmd_worker,
     "cancel": _cmd_cancel,
+    "grade": _cmd_grade,
+    "diff": _cmd_diff,
     "gen": _cmd_gen,
     "validate": _cmd_validate,
     "stress": _cmd_stress,

@@ -115,3 +115,18 @@ def in_process_solver(problem: Problem, solve: Callable[[Case], int] | None = No
     """A Solver calling `solve` (default: the game's own solver) in this process."""
     fn = solve or problem.solve
     return lambda cases: [problem.answers[fn(case)] for case in cases]
+
+
+def case_texts(problem: Problem, path: Path, wanted: set[int], width: int = 100) -> dict[int, str]:
+    """The input text of the wanted cases, on one line, shortened to `width` characters."""
+    found: dict[int, str] = {}
+    if not wanted:
+        return found
+    with path.open("rb") as stream:
+        for numbered in read_cases(problem, TokenReader(stream, str(path))):
+            if numbered.number in wanted:
+                text = " / ".join(problem.format_case(numbered.case).strip().splitlines())
+                found[numbered.number] = text if len(text) <= width else text[: width - 3] + "..."
+                if len(found) == len(wanted):
+                    break
+    return found

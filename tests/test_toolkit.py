@@ -127,6 +127,10 @@ def test_a_plugin_game_runs_through_every_command(tmp_path: Path) -> None:
     assert solved.returncode == 0, solved.stderr
     text = (tmp_path / "nim.in").read_text()
     assert (tmp_path / "nim.out").read_text() == answers(nimgame.PROBLEM, text)
+    graded = run("grade", "-p", "nim", str(tmp_path / "nim.in"), str(tmp_path / "nim.out"),
+                 extra_path=True)  # fmt: skip
+    assert graded.returncode == 0, graded.stderr
+    assert f"{tmp_path / 'nim.out'}: 200/200 accepted" in graded.stdout
     bad = tmp_path / "bad.in"
     bad.write_text("1\n2\n3 x\n")
     refused = run("solve", "-p", "nim", str(bad), extra_path=True)

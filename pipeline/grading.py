@@ -1,0 +1,184 @@
+"""Grading: per-case verdicts of an output against the answers, scoring groups, scoreboards."""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+
+class Verdict(str, Enum):
+    """The verdict of one case."""
+
+    AC = "AC"  # accepted
+    WA = "WA"  # a wrong answer
+    PE = "PE"  # the right word, but wrong letter case or stray tokens on the line
+    MISSING = "MISSING"  # the output ended before this case
+    EXTRA = "EXTRA"  # output after the last case (one entry per file)
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    """One case's verdict; `expected`/`found` are set for every verdict but AC."""
+
+    index: int  # 1-based; for EXTRA, the number of the first line too many
+    verdict: Verdict
+    expected: str | None = None
+    found: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """The report form."""
+        doc: dict[str, Any] = {"index": self.index, "verdict": self.verdict.value}
+        if self.verdict != Verdict.AC:
+            doc["expected"] = self.expected
+            doc["found"] = self.found
+        return doc
+
+
+def compare(
+    expected: list[str], output: Iterable[str], *, ignore_case: bool = False
+) -> list[CaseResult]:
+    """Verdicts of every case: case i is the i-th non-blank line of the output."""
+    lines = (line.strip() for line in output)
+    found = [line for line in lines if line]
+    results = [
+        _verdict(i + 1, want, found[i] if i < len(found) else None, ignore_case)
+        for i, want in enumerate(expected)
+    ]
+    if len(found) > len(expected):
+        extra = found[len(expected)]
+        more = len(found) - len(expected)
+        results.append(
+            CaseResult(len(expected) + 1, Verdict.EXTRA, "", f"{extra} (+{more - 1} more lines)")
+            if more > 1
+            else CaseResult(len(expected) + 1, Verdict.EXTRA, "", extra)
+        )
+    return results
+
+
+def _verdict(index: int, want: str, line: str | None, ignore_case: bool) -> CaseResult:
+    if line is None:
+        return CaseResult(index, Verdict.MISSING, want, None)
+    if line == want or (ignore_case and line.lower() == want.lower()):
+        return CaseResult(index, Verdict.AC)
+    if want.lower() in (token.lower() for token in line.split()):
+        return CaseResult(index, Verdict.PE, want, line)
+    return CaseResult(index, Verdict.WA, want, line)
+
+
+@dataclass(frozen=True)
+class Group:
+    """A scoring group (subtask): all-or-nothing over its cases of its tests."""
+
+    name: str
+    points: float
+    tests: tuple[str, ...] = ("*",)  # test names or globs
+    cases: tuple[tuple[int, int], ...] = ()  # inclusive ranges; empty: every case
+
+    def covers(self, test: str, index: int) -> bool:
+        """Whether case `index` of `test` belongs to the group."""
+        if not any(fnmatch.fnmatchcase(test, pattern) for pattern in self.tests):
+            return False
+        return not self.cases or any(lo <= index <= hi for lo, hi in self.cases)
+
+
+@dataclass(frozen=True)
+class Scoring:
+    """One point per accepted case, or the points of the groups whose cases are all AC."""
+
+    groups: tuple[Group, ...] = ()
+
+    def score(self, results: dict[str, list[CaseResult]]) -> tuple[float, float]:
+        """(score, maximum) of one contestant's results, by test name."""
+        if not self.groups:
+            accepted = sum(_accepted(cases) for cases in results.values())
+            return float(accepted), float(sum(_total(cases) for cases in results.values()))
+        score = 0.0
+        for group in self.groups:
+            member = [
+                case
+                for test, cases in results.items()
+                for case in cases
+                if case.verdict != Verdict.EXTRA and group.covers(test, case.index)
+            ]
+            if member and all(case.verdict == Verdict.AC for case in member):
+                score += group.points
+        return score, float(sum(group.points for group in self.groups))
+
+
+def _accepted(cases: list[CaseResult]) -> int:
+    return sum(case.verdict == Verdict.AC for case in cases)
+
+
+def _total(cases: list[CaseResult]) -> int:
+    return sum(case.verdict != Verdict.EXTRA for case in cases)
+
+
+@dataclass
+class FileResult:
+    """The grading of one output file."""
+
+    path: str
+    test: str
+    contestant: str
+    cases: list[CaseResult]
+    score: float = 0.0
+    max_score: float = 0.0
+
+    @property
+    def accepted(self) -> int:
+        """Cases with AC."""
+        return _accepted(self.cases)
+
+    @property
+    def total(self) -> int:
+        """Cases of the test."""
+        return _total(self.cases)
+
+    def mismatches(self) -> list[CaseResult]:
+        """Every verdict but AC, in order."""
+        return [case for case in self.cases if case.verdict != Verdict.AC]
+
+    def as_dict(self) -> dict[str, Any]:
+        """The report form."""
+        return {
+            "path": self.path,
+            "test": self.test,
+            "contestant": self.contestant,
+            "accepted": self.accepted,
+            "total": self.total,
+            "score": self.score,
+            "max_score": self.max_score,
+            "cases": [case.as_dict() for case in self.cases],
+        }
+
+
+@dataclass
+class Standing:
+    """A contestant's line of the scoreboard."""
+
+    contestant: str
+    score: float
+    max_score: float
+    accepted: dict[str, int] = field(default_factory=dict)  # by test
+
+    @property
+    def total_accepted(self) -> int:
+        """Accepted cases over every test."""
+        return sum(self.accepted.values())
+
+
+def scoreboard(results: list[FileResult], scoring: Scoring) -> list[Standing]:
+    """Standings, best first (score, then accepted cases, then name)."""
+    by_contestant: dict[str, list[FileResult]] = {}
+    for result in results:
+        by_contestant.setdefault(result.contestant, []).append(result)
+    standings = []
+    for contestant, files in by_contestant.items():
+        score, maximum = scoring.score({f.test: f.cases for f in files})
+        accepted = {f.test: f.accepted for f in files}
+        standings.append(Standing(contestant, score, maximum, accepted))
+    standings.sort(key=lambda s: (-s.score, -s.total_accepted, s.contestant))
+    return standings

@@ -1,0 +1,184 @@
+"""Grading: verdicts, scoring groups, reports, bulk runs with a scoreboard, caching, diffs."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from pipeline.config import load_scoring
+from pipeline.grading import CaseResult, Group, Scoring, Verdict, compare
+from pipeline.problem import get_problem
+from pipeline.reports import diff_reports
+from tests.helpers import answers, command_env, input_text, random_cases
+
+EXPECTED = ["Pure", "Dirty", "Pure", "Dirty"]
+
+
+def verdicts(output: str, ignore_case: bool = False) -> list[tuple[int, str]]:
+    results = compare(EXPECTED, output.splitlines(), ignore_case=ignore_case)
+    return [(r.index, r.verdict.value) for r in results]
+
+
+def test_every_verdict() -> None:
+    output = "Pure\n\n  dirty \nPure Pure\nDirty\nsurplus\nmore\n"
+    assert verdicts(output) == [(1, "AC"), (2, "PE"), (3, "PE"), (4, "AC"), (5, "EXTRA")]
+    assert verdicts("Dirty\nPure\n") == [(1, "WA"), (2, "WA"), (3, "MISSING"), (4, "MISSING")]
+    assert verdicts("") == [(i, "MISSING") for i in range(1, 5)]
+    assert verdicts("Pure\nDraw\nPURE\nDirty\n")[1:3] == [(2, "WA"), (3, "PE")]
+
+
+def test_ignore_case_accepts_letter_case_but_not_stray_tokens() -> None:
+    assert verdicts("pure\nDIRTY\nPure x\nDirty\n", ignore_case=True) == [
+        (1, "AC"), (2, "AC"), (3, "PE"), (4, "AC"),
+    ]  # fmt: skip
+
+
+def test_wrong_cases_carry_expected_and_found() -> None:
+    wrong = compare(["Snuke", "Sothe"], ["Sothe"])
+    assert wrong[0] == CaseResult(1, Verdict.WA, "Snuke", "Sothe")
+    assert wrong[1] == CaseResult(2, Verdict.MISSING, "Sothe", None)
+    assert wrong[0].as_dict() == {
+        "index": 1,
+        "verdict": "WA",
+        "expected": "Snuke",
+        "found": "Sothe",
+    }
+
+
+def test_scoring_groups_are_all_or_nothing() -> None:
+    results = {
+        "01": compare(["Pure", "Dirty"], ["Pure", "Dirty"]),
+        "02": compare(["Pure", "Dirty", "Pure"], ["Pure", "Dirty", "Dirty"]),
+    }
+    groups = Scoring(
+        (
+            Group("first file", 10, ("01",)),
+            Group("second file, first two cases", 5, ("02",), ((1, 2),)),
+            Group("second file", 20, ("02",)),
+        )
+    )
+    assert groups.score(results) == (15.0, 35.0)
+    assert Scoring().score(results) == (4.0, 5.0)
+
+
+def test_shipped_scoring_file_and_its_errors(tmp_path: Path) -> None:
+    root = Path(__file__).resolve().parents[1]
+    scoring = load_scoring(str(root / "configs" / "scoring-strgame.yaml"))
+    assert sum(g.points for g in scoring.groups) == 100
+    bad = tmp_path / "s.yaml"
+    bad.write_text("groups:\n  - name: a\n    points: 5\n    cases: 3-x\n")
+    with pytest.raises(Exception, match="'3-x' is not a case number"):
+        load_scoring(str(bad))
+    bad.write_text("groups:\n  - name: a\n")
+    with pytest.raises(Exception, match="points"):
+        load_scoring(str(bad))
+
+
+def test_diff_names_changed_cases() -> None:
+    def report(verdicts: list[str]) -> dict[str, object]:
+        cases = [{"index": i, "verdict": v} for i, v in enumerate(verdicts, 1)]
+        return {"version": 1, "submissions": [{"path": "a/01.out", "cases": cases}]}
+
+    assert diff_reports(report(["AC", "WA", "AC"]), report(["AC", "AC", "MISSING"])) == [
+        "a/01.out: case 2: WA -> AC",
+        "a/01.out: case 3: AC -> MISSING",
+    ]
+    assert diff_reports(report(["AC"]), report(["AC"])) == []
+
+
+def gamebatch(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "pipeline.cli", *args],
+        capture_output=True, text=True, env=command_env(), timeout=180, check=False,
+    )  # fmt: skip
+
+
+@pytest.mark.integration
+def test_bulk_grading_scoreboard_reports_and_cache(tmp_path: Path) -> None:
+    problem = get_problem("strgame")
+    tests, subs = tmp_path / "tests", tmp_path / "subs"
+    tests.mkdir()
+    expected = {}
+    for i, shape in enumerate(("random", "wide", "chain"), 1):
+        text = input_text(problem, random_cases(problem, shape, 30, 60, seed=i))
+        (tests / f"0{i}.in").write_text(text)
+        expected[f"0{i}"] = answers(problem, text)
+    (tests / "03.ans").write_text(expected["03"])  # official answers for one test
+    perfect, sloppy, lazy = subs / "perfect", subs / "sloppy", subs / "lazy"
+    for folder in (perfect, sloppy, lazy):
+        folder.mkdir(parents=True)
+    for name, text in expected.items():
+        (perfect / f"{name}.out").write_text(text)
+        lines = text.splitlines()
+        lines[4] = "Dirty" if lines[4] == "Pure" else "Pure"  # case 5: WA
+        lines[7] = lines[7].upper()  # case 8: PE
+        (sloppy / f"{name}.out").write_text("\n".join(lines) + "\n")
+    (lazy / "01.out").write_text(expected["01"])  # nothing for 02 and 03: all MISSING
+
+    args = ["grade", "-p", "strgame", "--tests", str(tests), "--submissions", str(subs)]
+    reports = ["--json", str(tmp_path / "r1.json"), "--junit", str(tmp_path / "r.xml")]
+    first = gamebatch(*args, "--scoreboard", str(tmp_path / "board.csv"), *reports)
+    assert first.returncode == 0, first.stderr
+    rows = list(csv.DictReader((tmp_path / "board.csv").read_text().splitlines()))
+    assert [(r["contestant"], r["accepted"]) for r in rows] == [
+        ("perfect", "90"), ("sloppy", "84"), ("lazy", "30"),
+    ]  # fmt: skip
+    assert rows[1]["01"] == "28" and rows[0]["rank"] == "1"
+
+    report = json.loads((tmp_path / "r1.json").read_text())
+    assert report["version"] == 1
+    assert {a["test"]: a["source"] for a in report["answers"]} == {"01": "solved", "02": "solved"}
+    by_path = {s["path"]: s for s in report["submissions"]}
+    sloppy01 = by_path["sloppy/01.out"]
+    assert (sloppy01["accepted"], sloppy01["total"], sloppy01["score"]) == (28, 30, 28.0)
+    wrong = [c for c in sloppy01["cases"] if c["verdict"] != "AC"]
+    assert [(c["index"], c["verdict"]) for c in wrong] == [(5, "WA"), (8, "PE")]
+    assert {c["verdict"] for c in by_path["lazy/02.out"]["cases"]} == {"MISSING"}
+    assert "sloppy/01.out: 28/30 accepted" in first.stdout
+    assert "case 5: WA, expected" in first.stdout and "input: " in first.stdout
+
+    suites = ET.parse(tmp_path / "r.xml").getroot().findall("testsuite")
+    assert len(suites) == 9
+    assert all(len(s.findall("testcase")) == 30 for s in suites)
+    assert sum(len(s.findall("testcase/failure")) for s in suites) == 2 * 3 + 2 * 30
+
+    second = gamebatch(*args, "--json", str(tmp_path / "r2.json"))
+    assert second.returncode == 0, second.stderr
+    again = json.loads((tmp_path / "r2.json").read_text())
+    assert {a["test"]: a["source"] for a in again["answers"]} == {"01": "cache", "02": "cache"}
+    unchanged = gamebatch("diff", str(tmp_path / "r1.json"), str(tmp_path / "r2.json"))
+    assert unchanged.returncode == 0 and unchanged.stdout.strip() == "no verdict changed"
+
+    (sloppy / "01.out").write_text(expected["01"])  # the contestant fixed case 5 and 8
+    gamebatch(*args, "--json", str(tmp_path / "r3.json"))
+    changed = gamebatch("diff", str(tmp_path / "r1.json"), str(tmp_path / "r3.json"))
+    assert changed.returncode == 1
+    assert changed.stdout.splitlines() == [
+        "sloppy/01.out: case 5: WA -> AC",
+        "sloppy/01.out: case 8: PE -> AC",
+    ]
+
+
+@pytest.mark.integration
+def test_single_input_with_official_answers_and_scoring(tmp_path: Path) -> None:
+    (tmp_path / "t.in").write_text("3\n1 1\na\n1 2\na\n1 1\nab\n")
+    (tmp_path / "t.ans").write_text("Pure\nDirty\nDirty\n")
+    (tmp_path / "a.out").write_text("Pure\nDirty\nPure\n")
+    (tmp_path / "s.yaml").write_text(
+        "groups:\n  - {name: one, points: 30, cases: '1-2'}\n  - {name: all, points: 70}\n"
+    )
+    files = [str(tmp_path / "t.in"), str(tmp_path / "a.out")]
+    result = gamebatch("grade", "-p", "strgame", *files, "--answers", str(tmp_path / "t.ans"),
+                       "--scoring", str(tmp_path / "s.yaml"))  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert f"{tmp_path / 'a.out'}: 2/3 accepted, score 30/100" in result.stdout
+    bad = tmp_path / "bad.ans"
+    bad.write_text("Pure\nMaybe\n")
+    refused = gamebatch("grade", "-p", "strgame", *files, "--answers", str(bad))
+    assert refused.returncode == 2 and "answer 2 is 'Maybe'" in refused.stderr
