@@ -10,7 +10,7 @@ from importlib.metadata import entry_points
 from typing import Any, Protocol
 
 from pipeline.errors import InputError, UsageError
-from pipeline.tokens import TokenReader
+from pipeline.tokens import Mark, TokenReader
 
 ENTRY_POINT_GROUP = "gamebatch.problems"
 MAX_CASES = 10**12  # T above this is certainly a mistake
@@ -76,10 +76,10 @@ class Problem(Protocol):
 
 @dataclass(frozen=True)
 class NumberedCase:
-    """A validated case with its 1-based number and the line where it starts."""
+    """A validated case (None when invalid) with its 1-based number and where it starts."""
 
     number: int
-    line: int
+    mark: Mark  # TokenReader.line_at(mark) names its first line
     case: Case
 
 
@@ -126,15 +126,15 @@ def read_cases(
                 raise lost
             if tokens.at_end():
                 raise tokens.error(f"file ends after {number - 1} of {count} cases (T = {count})")
-            line = tokens.line
-            yield NumberedCase(number, line, problem.read_case(tokens))
+            mark = tokens.mark()
+            yield NumberedCase(number, mark, problem.read_case(tokens))
         except InputError as exc:
             if on_invalid is None:
                 raise
             if lost is None:
                 on_invalid(exc)
                 lost, lost_from = (None, 0) if exc.recoverable else (exc, number + 1)
-            yield NumberedCase(number, exc.line, None)
+            yield NumberedCase(number, (None, 0), None)
     if lost is not None and on_invalid is not None and lost_from <= count:
         on_invalid(
             InputError(
@@ -145,7 +145,10 @@ def read_cases(
         )
     tokens.case = 0
     if lost is None and not tokens.at_end():
-        extra = tokens.error(f"unexpected data after the last of {count} cases (T = {count})")
+        extra = tokens.error(
+            f"unexpected data after the last of {count} cases (T = {count})",
+            tokens.line_at(tokens.mark()),
+        )
         if on_invalid is None:
             raise extra
         on_invalid(extra)

@@ -2,42 +2,141 @@
 
 from __future__ import annotations
 
+import re
 from typing import BinaryIO
 
 from pipeline.errors import InputError
 
-_PIECE = 1 << 20  # bytes read per call; a longer line arrives in several pieces
+_BLOCK = 1 << 20  # bytes read at once
+_WHITESPACE = b" \t\n\r\x0b\x0c"  # what bytes.split() splits on
+_TOKEN = re.compile(rb"[^ \t\n\r\x0b\x0c]+")
 _DIGITS = frozenset(b"0123456789")
 
 
-class TokenReader:
-    """Yields whitespace-separated tokens; `line` is the line of the last token returned.
+class _Block:
+    """The tokens of one block of input, and what is needed to find a token's line later."""
 
-    Never holds more than one piece plus one token in memory, so a huge line or file is
-    rejected by the limits before it is read whole.
+    __slots__ = ("first_line", "raw", "tokens")
+
+    def __init__(self, raw: bytes, first_line: int) -> None:
+        self.raw = raw
+        self.first_line = first_line
+        self.tokens = raw.split()
+
+    def line_of(self, index: int) -> int:
+        """Line of token `index` (only computed for error messages)."""
+        for i, match in enumerate(_TOKEN.finditer(self.raw)):
+            if i == index:
+                return self.first_line + self.raw.count(b"\n", 0, match.start())
+        return self.first_line + self.raw.count(b"\n")
+
+
+Mark = tuple[_Block | None, int]  # where a token is, to name its line later
+
+
+class TokenReader:
+    """Whitespace-separated tokens, split in C a block at a time.
+
+    Line numbers are worked out only when an error needs one. A token longer than
+    `max_token` or a file longer than `max_bytes` is refused before it is held whole.
     """
 
     def __init__(
         self, stream: BinaryIO, name: str, *, max_token: int = 1 << 26, max_bytes: int = 0
     ) -> None:
         self.name = name
-        self.line = 0
         self.case = 0  # set by the case loop so that errors can name the case
         self._stream = stream
         self._max_token = max_token
         self._max_bytes = max_bytes
         self._read = 0
-        self._next_line = 1  # line number of the next piece
-        self._tokens: list[bytes] = []  # reversed: pop() gives the next token
-        self._token_line = 0
-        self._carry: list[bytes] = []  # parts of a token cut at a piece boundary
+        self._next_line = 1  # line of the next block's first byte
+        self._block: _Block | None = None
+        self._pos = 0  # next token in the block
+        self._carry: list[bytes] = []  # a token cut at the end of a block
         self._carry_len = 0
         self._eof = False
+        self._newline_at_end = False
+        self._segments: list[tuple[int, _Block, int]] = []  # of the last next_many()
+
+    # --- tokens -----------------------------------------------------------------------------
+
+    def next(self, what: str) -> bytes:
+        """The next token; `what` names it in the error at end of file."""
+        block = self._block
+        if block is None or self._pos >= len(block.tokens):
+            if not self._advance():
+                raise self._end_error(what)
+            block = self._block
+            assert block is not None
+        token = block.tokens[self._pos]
+        self._pos += 1
+        return token
+
+    def next_many(self, count: int, what: str) -> list[bytes]:
+        """The next `count` tokens (sliced in C where they lie in one block).
+
+        `what` names a token in the error at end of file; `{}` stands for its 1-based number.
+        """
+        taken: list[bytes] = []
+        self._segments = []
+        while count > 0:
+            block = self._block
+            if block is None or self._pos >= len(block.tokens):
+                if not self._advance():
+                    raise self._end_error(what.format(len(taken) + 1))
+                block = self._block
+                assert block is not None
+            part = block.tokens[self._pos : self._pos + count]
+            self._segments.append((len(taken), block, self._pos))
+            self._pos += len(part)
+            count -= len(part)
+            taken += part
+        return taken
+
+    def next_int(self, what: str, low: int, high: int) -> int:
+        """The next token as an integer in [low, high]."""
+        token = self.next(what)
+        if len(token) > 19 or not _DIGITS.issuperset(token):
+            raise self.error(f"{what} must be an integer, got {shorten(token)}")
+        value = int(token)
+        if not low <= value <= high:
+            raise self.error(f"{what} must be between {low} and {high}, got {value}")
+        return value
+
+    def at_end(self) -> bool:
+        """True when only whitespace remains."""
+        block = self._block
+        return (block is None or self._pos >= len(block.tokens)) and not self._advance()
+
+    # --- positions and errors ---------------------------------------------------------------
+
+    def mark(self) -> Mark:
+        """The position of the next token."""
+        self.at_end()
+        return (self._block, self._pos)
+
+    def line_at(self, mark: Mark, back: int = 0) -> int:
+        """Line of the token at `mark` (or `back` tokens before it, within its block)."""
+        block, pos = mark
+        if block is None:
+            return max(self._next_line - (1 if self._newline_at_end else 0), 1)
+        return block.line_of(max(pos - back, 0))
+
+    def line_in_many(self, index: int) -> int:
+        """Line of token `index` of the last next_many() result."""
+        start, block, pos = next(s for s in reversed(self._segments) if s[0] <= index)
+        return block.line_of(pos + index - start)
+
+    @property
+    def line(self) -> int:
+        """Line of the last token returned."""
+        return self.line_at((self._block, self._pos), back=1)
 
     def error(
         self, reason: str, line: int | None = None, *, recoverable: bool = False
     ) -> InputError:
-        """An InputError at the current (or given) line and case.
+        """An InputError at the line of the last token (or the given line) and case.
 
         `recoverable`: the whole case was read, so reading can go on with the next one.
         """
@@ -49,79 +148,57 @@ class TokenReader:
             recoverable=recoverable,
         )
 
-    def next(self, what: str) -> bytes:
-        """The next token; `what` names it in the error at end of file."""
-        while not self._tokens:
-            if self._eof or not self._fill():
-                self.line = max(self._next_line - 1, 1)
-                raise self.error(f"unexpected end of file: expected {what}")
-        self.line = self._token_line
-        return self._tokens.pop()
+    def _end_error(self, what: str) -> InputError:
+        line = max(self._next_line - (1 if self._newline_at_end else 0), 1)
+        return self.error(f"unexpected end of file: expected {what}", line)
 
-    def next_int(self, what: str, low: int, high: int) -> int:
-        """The next token as an integer in [low, high]."""
-        token = self.next(what)
-        if len(token) > 19 or not token or not _DIGITS.issuperset(token):
-            raise self.error(f"{what} must be an integer, got {shorten(token)}")
-        value = int(token)
-        if not low <= value <= high:
-            raise self.error(f"{what} must be between {low} and {high}, got {value}")
-        return value
+    # --- reading ----------------------------------------------------------------------------
 
-    def at_end(self) -> bool:
-        """True when only whitespace remains."""
-        while not self._tokens:
-            if self._eof or not self._fill():
+    def _advance(self) -> bool:
+        """Move to the next block that holds tokens; False at end of file."""
+        while not self._eof:
+            block = self._read_block()
+            if block is not None and block.tokens:
+                self._block, self._pos = block, 0
                 return True
-        self.line = self._token_line
         return False
 
-    def _fill(self) -> bool:
-        """Read one piece into the token list; False at end of file."""
-        piece = self._stream.readline(_PIECE)
-        self._read += len(piece)
+    def _read_block(self) -> _Block | None:
+        data = self._stream.read(_BLOCK)
+        self._read += len(data)
         if self._max_bytes and self._read > self._max_bytes:
             raise self.error(f"file is larger than the limit of {self._max_bytes} bytes", 0)
-        line = self._next_line
-        if not piece:
+        if not data:
             self._eof = True
-            if self._carry:
-                self._push([self._take_carry()], line)
-                return True
-            return False
-        ends_line = piece.endswith(b"\n")
-        if ends_line:
-            self._next_line += 1
-        tokens = piece.split()
-        continues = not ends_line and not piece[-1:].isspace()  # last token may go on
-        if self._carry and tokens and not piece[:1].isspace():
-            self._add_carry(tokens.pop(0), line)
-            if not tokens and continues:
-                return True  # the whole piece is the middle of one long token
-            tokens.insert(0, self._take_carry())
-        elif self._carry:
-            tokens.insert(0, self._take_carry())
-        if continues and tokens:
-            self._add_carry(tokens.pop(), line)
-        self._push(tokens, line)
-        return True
+            return self._take_carry(b"")
+        self._newline_at_end = data.endswith(b"\n")
+        cut = max(data.rfind(c) for c in _WHITESPACE)
+        if cut < 0:  # the whole block is inside one token
+            self._add_carry(data)
+            return None
+        block = self._take_carry(data[: cut + 1])
+        self._add_carry(data[cut + 1 :])
+        return block
 
-    def _push(self, tokens: list[bytes], line: int) -> None:
-        tokens.reverse()
-        self._tokens = tokens
-        self._token_line = line
+    def _take_carry(self, head: bytes) -> _Block | None:
+        raw = b"".join([*self._carry, head]) if self._carry else head
+        self._carry.clear()
+        self._carry_len = 0
+        if not raw:
+            return None
+        block = _Block(raw, self._next_line)
+        self._next_line += head.count(b"\n")
+        return block
 
-    def _add_carry(self, part: bytes, line: int) -> None:
+    def _add_carry(self, part: bytes) -> None:
+        if not part:
+            return
         self._carry.append(part)
         self._carry_len += len(part)
         if self._carry_len > self._max_token:
-            raise self.error(f"token longer than the limit of {self._max_token} bytes", line)
-
-    def _take_carry(self) -> bytes:
-        token = b"".join(self._carry)
-        self._carry.clear()
-        self._carry_len = 0
-        return token
+            raise self.error(
+                f"token longer than the limit of {self._max_token} bytes", self._next_line
+            )
 
 
 def shorten(token: bytes, limit: int = 20) -> str:

@@ -51,7 +51,8 @@ def validate(problem: Problem, path: Path, limits: LimitSettings, *, strict: boo
                 count += 1
                 broken = problem.contest_limits(numbered.case) if strict else None
                 if broken:
-                    raise InputError(broken, file=str(path), line=numbered.line, case=count)
+                    line = tokens.line_at(numbered.mark)
+                    raise InputError(broken, file=str(path), line=line, case=count)
             return count
     except OSError as exc:
         raise UsageError(f"cannot read {path}: {exc.strerror}") from None

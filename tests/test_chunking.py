@@ -7,7 +7,7 @@ from pipeline.problem import NumberedCase
 
 
 def numbered(works: list[int]) -> list[NumberedCase]:
-    return [NumberedCase(i + 1, i + 2, w) for i, w in enumerate(works)]
+    return [NumberedCase(i + 1, (None, 0), w) for i, w in enumerate(works)]
 
 
 def test_chunks_close_at_the_target_work() -> None:

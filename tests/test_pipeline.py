@@ -18,6 +18,7 @@ from pipeline.problem import get_problem
 from tests.conftest import Workers
 from tests.helpers import answers, command_env, input_text, random_cases
 from workers.runner import Outcome, run_chunk
+from workers.strgame import make_case
 
 pytestmark = pytest.mark.integration
 
@@ -185,8 +186,9 @@ def test_large_worst_case_files_match_the_reference(
 
     rng = random.Random(12)
     strgame = get_problem("strgame")
-    games = [[rng.randint(1, 10**9), ["".join(rng.choices("ab", k=10**5))]] for _ in range(4)]
-    games.append([2, rng.choices("abcdefghijklmnopqrstuvwxyz", k=10**5)])
+    games = [make_case(rng.randint(1, 10**9), ["".join(rng.choices("ab", k=10**5))])
+             for _ in range(4)]  # fmt: skip
+    games.append(make_case(2, rng.choices("abcdefghijklmnopqrstuvwxyz", k=10**5)))
     games += random_cases(strgame, "wide", 2, 10**5, seed=1)
     games += random_cases(strgame, "random", 3, 10**5, seed=2)
     pathgame = get_problem("pathgame")

@@ -11,7 +11,7 @@ import pytest
 from tests.conftest import run_reference
 from tests.helpers import answers, input_text, random_cases
 from workers import strgame
-from workers.strgame import PROBLEM, common_prefix, first_player_outcomes, solve
+from workers.strgame import PROBLEM, common_prefix, first_player_outcomes, make_case, solve
 
 EXAMPLE = "2\n\n2 3\n\na\n\nb\n\n1 2\n\nab\n"
 
@@ -58,18 +58,20 @@ def test_common_prefix() -> None:
 
 def test_only_parity_of_k_matters() -> None:
     for words in (["a"], ["ab"], ["ab", "ac", "b"]):
-        assert {solve([k, words]) for k in (1, 3, 10**9 - 1)} == {solve([1, words])}
-        assert {solve([k, words]) for k in (2, 4, 10**9)} == {solve([2, words])}
+        assert {solve(make_case(k, words)) for k in (1, 3, 10**9 - 1)} == {
+            solve(make_case(1, words))
+        }
+        assert {solve(make_case(k, words)) for k in (2, 4, 10**9)} == {solve(make_case(2, words))}
 
 
 def test_worst_case_sizes_need_no_recursion() -> None:
     limit = sys.getrecursionlimit()
     deep = "".join(random.Random(1).choices("ab", k=10**6))
-    assert solve([1, [deep]]) == 1  # even length: the second player makes the last move
-    assert solve([1, [deep + "a"]]) == 0
-    assert solve([2, ["z"] * 10**5]) == 1  # Pure can only win a round: Dirty for even K
+    assert solve(make_case(1, [deep])) == 1  # even length: the second player makes the last move
+    assert solve(make_case(1, [deep + "a"])) == 0
+    assert solve(make_case(2, ["z"] * 10**5)) == 1  # Pure can only win a round: Dirty for even K
     chain = ["a" * i for i in range(1, 2000)]
-    assert solve([1, chain]) == solve([1, [chain[-1]]])
+    assert solve(make_case(1, chain)) == solve(make_case(1, [chain[-1]]))
     assert sys.getrecursionlimit() == limit
 
 
@@ -82,7 +84,8 @@ def test_agrees_with_reference_program(shape: str, reference: dict[str, Path]) -
 
 def test_agrees_with_reference_on_long_strings(reference: dict[str, Path]) -> None:
     rng = random.Random(5)
-    cases = [[rng.randint(1, 9), ["".join(rng.choices("ab", k=10**5))]] for _ in range(3)]
-    cases.append([3, ["".join(rng.choices("abc", k=rng.randint(1, 30))) for _ in range(3000)]])
+    cases = [make_case(rng.randint(1, 9), ["".join(rng.choices("ab", k=10**5))]) for _ in range(3)]
+    words = ["".join(rng.choices("abc", k=rng.randint(1, 30))) for _ in range(3000)]
+    cases.append(make_case(3, words))
     text = input_text(PROBLEM, cases)
     assert answers(PROBLEM, text) == run_reference(reference["strgame"], text)

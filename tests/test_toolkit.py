@@ -88,7 +88,7 @@ def test_stress_catches_a_broken_solver_with_a_tiny_counterexample() -> None:
     _, mismatch = toolkit.stress(problem, solver, 1000, seed=1)
     assert mismatch is not None
     k, words = mismatch.case
-    assert k == 2 and words in (["a"], ["b"], ["c"])  # as small as such a case can be
+    assert k == 2 and words in ("a", "b", "c")  # as small as such a case can be
     assert mismatch.found == "Pure" and mismatch.expected == "Dirty"
 
 

@@ -16,7 +16,19 @@ MAX_K = 10**9
 MAX_STRINGS = 10**12
 _LOWER = string.ascii_lowercase.encode()
 
-StrCase = tuple[int, list[str]]  # (K, strings); JSON turns the tuple into a list
+_LOWER_LINES = _LOWER + b"\n"
+
+# A case is [K, strings joined by "\n"]: one JSON string instead of n is far cheaper.
+
+
+def make_case(k: int, words: list[str]) -> list[Any]:
+    """The case of K rounds over `words`."""
+    return [k, "\n".join(words)]
+
+
+def words_of(case: Any) -> list[str]:
+    """The strings of a case."""
+    return list(case[1].split("\n"))
 
 
 def read_case(tokens: TokenReader) -> list[Any]:
@@ -27,25 +39,25 @@ def read_case(tokens: TokenReader) -> list[Any]:
         k = tokens.next_int("K (the number of rounds)", 1, MAX_K)
     except InputError as exc:
         problem, k = exc, 0
-    words = []
-    for i in range(1, n + 1):
-        word = tokens.next(f"string {i} of {n}")
-        if problem is None and word.translate(None, _LOWER):
-            bad = next(j for j, byte in enumerate(word) if byte not in _LOWER)
-            problem = tokens.error(
-                f"string {i} of {n} has {shorten(word[bad : bad + 1])} at position {bad + 1}:"
-                " only lowercase letters a-z are allowed"
-            )
-        words.append(word.decode("ascii", "replace"))
+    words = tokens.next_many(n, f"string {{}} of {n}")
+    joined = b"\n".join(words)
+    if problem is None and joined.translate(None, _LOWER_LINES):
+        i, word = next((i, w) for i, w in enumerate(words) if w.translate(None, _LOWER))
+        bad = next(j for j, byte in enumerate(word) if byte not in _LOWER)
+        problem = tokens.error(
+            f"string {i + 1} of {n} has {shorten(word[bad : bad + 1])} at position {bad + 1}:"
+            " only lowercase letters a-z are allowed",
+            tokens.line_in_many(i),
+        )
     if problem is not None:
         problem.recoverable = True
         raise problem
-    return [k, words]
+    return [k, joined.decode("ascii")]
 
 
 def work(case: Any) -> int:
     """Letters plus strings: sorting and comparing them is the solver's cost."""
-    return sum(map(len, case[1])) + len(case[1])
+    return len(case[1]) + 1
 
 
 def common_prefix(a: str, b: str) -> int:
@@ -89,15 +101,15 @@ def first_player_outcomes(words: list[str]) -> tuple[bool, bool]:
 
 def solve(case: Any) -> int:
     """0 (Pure) or 1 (Dirty)."""
-    k, words = case
-    can_win, can_lose = first_player_outcomes(words)
+    k = case[0]
+    can_win, can_lose = first_player_outcomes(words_of(case))
     pure = can_win and (can_lose or k % 2 == 1)
     return 0 if pure else 1
 
 
 def exhaustive(case: Any) -> int:
     """Plain minimax over (round, word so far) for the whole K-round game; small cases only."""
-    k, words = case
+    k, words = case[0], words_of(case)
     prefixes = {w[:i] for w in words for i in range(len(w) + 1)}
     letters = sorted({c for w in words for c in w})
 
@@ -113,8 +125,7 @@ def exhaustive(case: Any) -> int:
 
 def format_case(case: Any) -> str:
     """`n K` then one string per line."""
-    k, words = case
-    return f"{len(words)} {k}\n" + "".join(w + "\n" for w in words)
+    return f"{case[1].count(chr(10)) + 1} {case[0]}\n{case[1]}\n"
 
 
 SHAPES = ("random", "long", "singles", "wide", "chain", "extreme-k", "small")
@@ -147,22 +158,22 @@ def generate(rng: random.Random, shape: str, size: int) -> list[Any]:
             word = "".join(rng.choices("abcde", k=min(left, rng.randint(1, 12))))
             words.append(word)
             left -= len(word)
-    return [k, words]
+    return make_case(k, words)
 
 
 def shrink(case: Any) -> Iterator[list[Any]]:
     """Drop a string, cut one or two letters off a string (parity matters), or lower K."""
-    k, words = case
+    k, words = case[0], words_of(case)
     for i in range(len(words)):
         if len(words) > 1:
-            yield [k, words[:i] + words[i + 1 :]]
+            yield make_case(k, words[:i] + words[i + 1 :])
     for i, word in enumerate(words):
         for shorter in (word[:1], word[:-1], word[1:], word[:-2], word[2:]):
             if shorter and shorter != word:
-                yield [k, [*words[:i], shorter, *words[i + 1 :]]]
+                yield make_case(k, [*words[:i], shorter, *words[i + 1 :]])
     for smaller in (1, 2, k - 2, k - 1):
         if 1 <= smaller < k:
-            yield [smaller, words]
+            yield [smaller, case[1]]
 
 
 CONTEST_MAX_T = 10
@@ -171,9 +182,10 @@ CONTEST_MAX_LETTERS = 10**5
 
 def contest_limits(case: Any) -> str | None:
     """The seed's limits: n and the total length of the strings at most 10^5."""
-    letters = sum(map(len, case[1]))
-    if len(case[1]) > CONTEST_MAX_LETTERS:
-        return f"n = {len(case[1])} is above the contest limit of {CONTEST_MAX_LETTERS}"
+    n = case[1].count("\n") + 1
+    letters = len(case[1]) - (n - 1)
+    if n > CONTEST_MAX_LETTERS:
+        return f"n = {n} is above the contest limit of {CONTEST_MAX_LETTERS}"
     if letters > CONTEST_MAX_LETTERS:
         return f"total length {letters} is above the contest limit of {CONTEST_MAX_LETTERS}"
     return None
