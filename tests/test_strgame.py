@@ -25,10 +25,38 @@ def test_crlf_and_blank_lines_read_like_plain_text() -> None:
     assert answers(PROBLEM, EXAMPLE.replace("\n", "\r\n")) == "Pure\nDirty\n"
 
 
+KERNELS = {"python": strgame.outcomes_in_python}
+if hasattr(strgame, "_trie"):
+    KERNELS["c"] = strgame._outcomes_in_c
+
+
+@pytest.fixture(params=sorted(KERNELS))
+def kernel(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Run the test with each available kernel: the pure-Python one and the C one."""
+    monkeypatch.setattr(strgame, "outcomes", KERNELS[request.param])
+    return str(request.param)
+
+
 @pytest.mark.parametrize("seed", range(4))
-def test_agrees_with_exhaustive_search(seed: int) -> None:
+def test_agrees_with_exhaustive_search(seed: int, kernel: str) -> None:
     for case in random_cases(PROBLEM, "small", 1500, 5, seed):
         assert solve(case) == strgame.exhaustive(case), case
+
+
+def test_the_c_kernel_is_built_where_a_compiler_is() -> None:
+    import shutil
+
+    if shutil.which("cc") or shutil.which("gcc"):
+        assert "c" in KERNELS, "the C kernel was not built although a compiler is present"
+
+
+def test_kernels_agree_on_large_games() -> None:
+    big = random_cases(PROBLEM, "random", 2, 1_100_000, seed=4)  # past the C trie's limit
+    for shape in ("random", "wide", "singles", "chain", "long"):
+        for case in random_cases(PROBLEM, shape, 5, 20000, seed=3) + big:
+            assert {name: k(case[1]) for name, k in KERNELS.items()} == {
+                name: strgame.outcomes_in_python(case[1]) for name in KERNELS
+            }
 
 
 def test_exhaustive_search_sees_both_outcomes() -> None:
@@ -64,7 +92,7 @@ def test_only_parity_of_k_matters() -> None:
         assert {solve(make_case(k, words)) for k in (2, 4, 10**9)} == {solve(make_case(2, words))}
 
 
-def test_worst_case_sizes_need_no_recursion() -> None:
+def test_worst_case_sizes_need_no_recursion(kernel: str) -> None:
     limit = sys.getrecursionlimit()
     deep = "".join(random.Random(1).choices("ab", k=10**6))
     assert solve(make_case(1, [deep])) == 1  # even length: the second player makes the last move
@@ -76,7 +104,7 @@ def test_worst_case_sizes_need_no_recursion() -> None:
 
 
 @pytest.mark.parametrize("shape", [s for s in strgame.SHAPES if s != "small"])
-def test_agrees_with_reference_program(shape: str, reference: dict[str, Path]) -> None:
+def test_agrees_with_reference_program(shape: str, reference: dict[str, Path], kernel: str) -> None:
     cases = random_cases(PROBLEM, shape, 10, 3000, seed=len(shape))
     text = input_text(PROBLEM, cases)
     assert answers(PROBLEM, text) == run_reference(reference["strgame"], text)

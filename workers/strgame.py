@@ -99,10 +99,28 @@ def first_player_outcomes(words: list[str]) -> tuple[bool, bool]:
     return wins[0], loses[0]
 
 
+def outcomes_in_python(text: str) -> tuple[bool, bool]:
+    """first_player_outcomes() of strings joined by newlines."""
+    return first_player_outcomes(text.split("\n"))
+
+
+def _outcomes_in_c(text: str) -> tuple[bool, bool]:
+    bits = _trie.outcomes(text)
+    return bool(bits & 1), bool(bits & 2)
+
+
+try:
+    from workers import _trie  # the C kernel, when it could be built at install time
+except ImportError:  # pragma: no cover - depends on the machine
+    outcomes = outcomes_in_python
+else:
+    outcomes = _outcomes_in_c
+
+
 def solve(case: Any) -> int:
     """0 (Pure) or 1 (Dirty)."""
     k = case[0]
-    can_win, can_lose = first_player_outcomes(words_of(case))
+    can_win, can_lose = outcomes(case[1])
     pure = can_win and (can_lose or k % 2 == 1)
     return 0 if pure else 1
 

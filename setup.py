@@ -1,0 +1,5 @@
+"""Builds the optional C kernel of strgame; without a compiler the pure-Python solver is used."""
+
+from setuptools import Extension, setup
+
+setup(ext_modules=[Extension("workers._trie", ["workers/_trie.c"], optional=True)])
