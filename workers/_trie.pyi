@@ -1,0 +1,3 @@
+"""Type stub of the optional C kernel (workers/_trie.c)."""
+
+def outcomes(text: str, /) -> int: ...
