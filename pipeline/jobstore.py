@@ -221,6 +221,11 @@ class JobStore:
         """Indexes of chunks that already have answers."""
         return {int(k) for k in self.client.hkeys(keys.answers(job_id))}
 
+    def answered_among(self, job_id: str, indexes: list[int]) -> list[int]:
+        """Which of these chunks have answers."""
+        values = self.client.hmget(keys.answers(job_id), [str(i) for i in indexes])
+        return [i for i, v in zip(indexes, values, strict=True) if v is not None]
+
     def put_chunk(self, job_id: str, index: int, payload: bytes) -> None:
         """Store a chunk's payload for the worker that will take it."""
         self.client.set(keys.chunk_input(job_id, index), payload)

@@ -83,6 +83,9 @@ def submit(
     queued = total = chunks = 0
     invalid: list[str] = []
     store.reset_invalid(job_id)
+    in_flight = None
+    if window:
+        in_flight = _Window(store, job_id, settings, on_progress, chunks=window)
     try:
         with path.open("rb") as stream:
             tokens = TokenReader(
@@ -99,15 +102,12 @@ def submit(
             for chunk in chunk_cases(cases, problem.work, target, max_cases):
                 chunks, total = chunk.index + 1, total + len(chunk.cases)
                 if chunk.index not in answered:
-                    payload = ChunkPayload(problem.name, chunk.first, chunk.cases)
-                    store.put_chunk(job_id, chunk.index, payload.encode())
+                    payload = ChunkPayload(problem.name, chunk.first, chunk.cases).encode()
+                    store.put_chunk(job_id, chunk.index, payload)
                     send(job_id, chunk.index)
                     queued += 1
-                    if window:
-                        _wait_for_room(
-                            store, job_id, queued=queued, answered_before=len(answered),
-                            window=window, poll=settings.poll_interval, on_progress=on_progress,
-                        )  # fmt: skip
+                    if in_flight is not None:
+                        in_flight.add(chunk.index, len(payload))
                 on_cases(len(chunk.cases))
                 store.add_invalid(job_id, invalid)
                 invalid.clear()
@@ -122,22 +122,38 @@ def submit(
     return Submitted(job_id, path, total, chunks, queued, keep_going)
 
 
-def _wait_for_room(
-    store: JobStore,
-    job_id: str,
-    *,
-    queued: int,
-    answered_before: int,
-    window: int,
-    poll: float,
-    on_progress: Callable[[Progress], None],
-) -> None:
-    """Block while `window` chunks queued by this run are still without answers."""
-    while True:
-        progress = store.progress(job_id)
-        if progress:
-            on_progress(progress)
-        done_now = progress.done_chunks - answered_before if progress else queued
-        if queued - done_now < window or (progress and progress.failures):
-            return
-        time.sleep(poll)
+class _Window:
+    """Chunks this run queued that have no answers yet, bounded in number and in bytes."""
+
+    def __init__(
+        self,
+        store: JobStore,
+        job_id: str,
+        settings: Settings,
+        on_progress: Callable[[Progress], None],
+        *,
+        chunks: int,
+    ) -> None:
+        self.store, self.job_id = store, job_id
+        self.chunks, self.max_bytes = chunks, settings.chunk.window_bytes
+        self.poll = settings.poll_interval
+        self.on_progress = on_progress
+        self.pending: dict[int, int] = {}  # chunk index -> payload bytes
+
+    def add(self, index: int, size: int) -> None:
+        """Count a queued chunk; block while the window is full."""
+        self.pending[index] = size
+        while self._full():
+            progress = self.store.progress(self.job_id)
+            if progress is None or progress.failures:
+                return  # the collector reports what went wrong
+            self.on_progress(progress)
+            for done in self.store.answered_among(self.job_id, list(self.pending)):
+                del self.pending[done]
+            if self._full():
+                time.sleep(self.poll)
+
+    def _full(self) -> bool:
+        return len(self.pending) >= self.chunks or (
+            len(self.pending) > 1 and sum(self.pending.values()) > self.max_bytes
+        )
