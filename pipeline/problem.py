@@ -104,6 +104,41 @@ def get_problem(name: str) -> Problem:
     return games[name]
 
 
+BATCH_MIN = 64  # cases read at once by a game's read_batch(), when it has one
+
+
+def _read_batched(
+    problem: Any,
+    tokens: TokenReader,
+    first: int,
+    count: int,
+    on_invalid: Callable[[InputError], None] | None,
+) -> tuple[list[NumberedCase], int]:
+    """Cases `first`.. read by the game's read_batch() from the current block.
+
+    Returns the cases and how many were read (0: too few tokens left in the block, read one
+    case the ordinary way instead).
+    """
+    per = problem.tokens_per_case
+    k = min(count - first + 1, tokens.available() // per)
+    if k < BATCH_MIN:
+        return [], 0
+    block, pos = tokens.mark()
+    results = problem.read_batch(tokens.next_many(k * per, "token {}"))
+    numbered = []
+    for i, result in enumerate(results):
+        case = result
+        if isinstance(result, str):
+            tokens.case = first + i
+            error = tokens.error(result, tokens.line_in_many(i * per), recoverable=True)
+            if on_invalid is None:
+                raise error
+            on_invalid(error)
+            case = None
+        numbered.append(NumberedCase(first + i, (block, pos + i * per), case))
+    return numbered, k
+
+
 def read_cases(
     problem: Problem,
     tokens: TokenReader,
@@ -119,7 +154,16 @@ def read_cases(
     count = tokens.next_int("the number of cases T", 1, max_cases)
     lost: InputError | None = None  # set once the rest of the file cannot be read
     lost_from = 0
-    for number in range(1, count + 1):
+    batched = getattr(problem, "tokens_per_case", None) is not None
+    number = 0
+    while number < count:
+        number += 1
+        if batched and lost is None:
+            cases, read = _read_batched(problem, tokens, number, count, on_invalid)
+            if read:
+                yield from cases
+                number += read - 1
+                continue
         tokens.case = number
         try:
             if lost is not None:

@@ -104,6 +104,13 @@ class TokenReader:
             raise self.error(f"{what} must be between {low} and {high}, got {value}")
         return value
 
+    def available(self) -> int:
+        """Tokens left in the current block (reading the next block when none are)."""
+        if self.at_end():
+            return 0
+        assert self._block is not None
+        return len(self._block.tokens) - self._pos
+
     def at_end(self) -> bool:
         """True when only whitespace remains."""
         block = self._block

@@ -63,6 +63,41 @@ def read_case(tokens: TokenReader) -> list[str]:
     return [row.decode("ascii") for row in rows]
 
 
+_TOP_SEP = bytes.maketrans(b".#|", b"\x00\x01\x00")
+_BOTTOM_SEP = bytes.maketrans(b".#|", b"\x00\x02\x00")
+
+
+def read_batch(tokens: list[bytes]) -> list[list[str] | str]:
+    """Many boards at once (two tokens each): a case, or what is wrong with it.
+
+    The whole batch is checked with a few C-level scans of the joined rows (`|` between
+    boards); only a batch with a bad board is checked board by board.
+    """
+    tops, bottoms = tokens[0::2], tokens[1::2]
+    top, bottom = b"|".join(tops), b"|".join(bottoms)
+    valid = (
+        list(map(len, tops)) == list(map(len, bottoms))
+        and top.count(b"|") == len(tops) - 1
+        and not top.translate(None, b".#|")
+        and not bottom.translate(None, b".#|")
+    )
+    if valid:
+        codes = (
+            int.from_bytes(top.translate(_TOP_SEP), "big")
+            + int.from_bytes(bottom.translate(_BOTTOM_SEP), "big")
+        ).to_bytes(len(top), "big")
+        valid = b"\x03" not in codes and b"\x01\x02" not in codes and b"\x02\x01" not in codes
+    if valid:
+        return [
+            list(pair)
+            for pair in zip(top.decode().split("|"), bottom.decode().split("|"), strict=True)
+        ]
+    return [
+        board_problem(t, b) or [t.decode("ascii"), b.decode("ascii")]
+        for t, b in zip(tops, bottoms, strict=True)
+    ]
+
+
 def board_problem(top: bytes, bottom: bytes) -> str | None:
     """What makes a board invalid, or None."""
     for number, row in enumerate((top, bottom), 1):
@@ -236,6 +271,8 @@ class PathGame:
     format_case = staticmethod(format_case)
     generate = staticmethod(generate)
     prepare = staticmethod(prepare)
+    tokens_per_case = 2  # lets the reader hand over many boards at once
+    read_batch = staticmethod(read_batch)
     shrink = staticmethod(shrink)
     contest_limits = staticmethod(contest_limits)
     contest_max_cases = None

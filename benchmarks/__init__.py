@@ -1,0 +1,1 @@
+"""Benchmark suite of gamebatch (run with `python -m benchmarks.run`)."""

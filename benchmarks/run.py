@@ -1,0 +1,406 @@
+"""Benchmarks: every figure is measured side by side with its baseline in the same run.
+
+    python -m benchmarks.run            # full suite, rewrites benchmarks/RESULTS.md (+ .json)
+    python -m benchmarks.run --quick    # small sizes, for CI: checks that the suite runs
+
+Data are generated deterministically under benchmarks/out/ (not committed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import platform
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from importlib.metadata import version
+from pathlib import Path
+
+from pipeline import toolkit
+from pipeline.problem import get_problem, read_cases
+from pipeline.tokens import TokenReader
+
+ROOT = Path(__file__).resolve().parents[1]
+REFERENCE_SOURCES = (
+    Path(os.environ.get("REFERENCE_SHARED_DIR", ROOT.parent / "shared")) / "reference"
+)
+
+
+@dataclass
+class Row:
+    """One figure: our time (or value) against a baseline measured in the same run."""
+
+    group: str
+    name: str
+    ours: float
+    baseline: float | None
+    unit: str
+    ratio: float | None  # ours / baseline for times (lower is better), or the figure itself
+    target: str
+    met: bool | None
+    note: str = ""
+
+
+# --- helpers ---------------------------------------------------------------------------------
+
+
+def best_of(runs: int, fn: Callable[[], object]) -> float:
+    """The fastest of `runs` wall-clock timings."""
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def compile_reference(out: Path) -> dict[str, Path] | None:
+    """The reference programs, or None without g++ or sources."""
+    compiler = shutil.which("g++")
+    if compiler is None or not REFERENCE_SOURCES.is_dir():
+        return None
+    built = {}
+    for name in ("strgame", "pathgame"):
+        binary = out / f"ref-{name}"
+        subprocess.run([compiler, "-O2", "-o", str(binary), str(REFERENCE_SOURCES / f"{name}.cpp")],
+                       check=True, capture_output=True)  # fmt: skip
+        built[name] = binary
+    return built
+
+
+def run_reference(binary: Path, path: Path) -> bytes:
+    """The reference's output on one file (with the stack its recursion needs)."""
+    return subprocess.run(
+        ["bash", "-c", 'ulimit -s unlimited 2>/dev/null; exec "$0" < "$1"', str(binary), str(path)],
+        check=True, capture_output=True,
+    ).stdout  # fmt: skip
+
+
+def write_cases(path: Path, game: str, shape: str, count: int, *, size: int, seed: int) -> Path:
+    """A generated input file (kept between runs: generation is deterministic)."""
+    if not path.exists():
+        problem = get_problem(game)
+        text = io.StringIO()
+        toolkit.write_input(
+            problem, list(toolkit.generate(problem, count, seed, shape, size)), text
+        )
+        path.write_text(text.getvalue())
+    return path
+
+
+def solve_in_process(game: str, path: Path) -> bytes:
+    """Read, validate and solve a file in this process: the solver alone, no pipeline."""
+    problem = get_problem(game)  # its tables are prepared before the timings
+    with path.open("rb") as stream:
+        cases = read_cases(problem, TokenReader(stream, str(path)))
+        return "".join(problem.answers[problem.solve(c.case)] + "\n" for c in cases).encode()
+
+
+def gamebatch(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[bytes]:
+    """Run the real command line."""
+    full = {k: v for k, v in os.environ.items() if not k.startswith("GAMEBATCH_")}
+    full.update(env or {})
+    return subprocess.run([sys.executable, "-m", "pipeline.cli", *args], env=full,
+                          check=True, capture_output=True)  # fmt: skip
+
+
+def fresh_state() -> dict[str, str]:
+    """An embedded Redis with nothing cached."""
+    return {"GAMEBATCH_STATE_DIR": tempfile.mkdtemp(prefix="gamebatch-bench-")}
+
+
+# --- the figures -----------------------------------------------------------------------------
+
+
+def strgame_solver(data: Path, ref: dict[str, Path] | None, quick: bool) -> list[Row]:
+    """strgame per shape of game: our reader+solver in process against the reference."""
+    rows = []
+    size, games, runs = (10**4, 2, 1) if quick else (10**5, 10, 3)
+    for shape in ("long", "singles", "random", "wide", "mixed"):
+        path = write_cases(
+            data / f"str-{shape}-{size}.in", "strgame", shape, games, size=size, seed=7
+        )
+        ours = best_of(runs, lambda p=path: solve_in_process("strgame", p))
+        base = best_of(runs, lambda p=path: run_reference(ref["strgame"], p)) if ref else None
+        if ref:
+            assert solve_in_process("strgame", path) == run_reference(ref["strgame"], path)
+        ratio = ours / base if base else None
+        rows.append(Row("strgame solver", f"{games} games, shape {shape}, {size} letters each",
+                        ours, base, "s", ratio, "<= 2x reference",
+                        None if ratio is None else ratio <= 2.0))  # fmt: skip
+    return rows
+
+
+def pathgame_solver(data: Path, ref: dict[str, Path] | None, quick: bool) -> list[Row]:
+    """pathgame boards: fully white and mixed against the reference; huge single boards."""
+    rows = []
+    get_problem("pathgame").prepare(None)  # once per worker process in the pipeline
+    boards, runs = (200, 1) if quick else (1000, 3)
+    for shape, target, limit in (("white", ">= 50x faster", 1 / 50), ("random", "", None)):
+        path = write_cases(
+            data / f"path-{shape}-{boards}.in", "pathgame", shape, boards, size=1000, seed=3
+        )
+        ours = best_of(runs, lambda p=path: solve_in_process("pathgame", p))
+        base = best_of(runs, lambda p=path: run_reference(ref["pathgame"], p)) if ref else None
+        if ref:
+            assert solve_in_process("pathgame", path) == run_reference(ref["pathgame"], path)
+        ratio = ours / base if base else None
+        met = None if ratio is None or limit is None else ratio <= limit
+        rows.append(Row("pathgame solver", f"{boards} boards 2x1000, {shape}", ours, base, "s",
+                        ratio, target, met))  # fmt: skip
+    for width in (10**5, 10**6) if quick else (10**6, 10**7):
+        path = data / f"path-wide-{width}.in"
+        if not path.exists():
+            rng = random.Random(width)
+            top = bytearray(b"." * width)
+            for i in rng.sample(range(1, width - 1), width // 50):
+                top[i] = ord("#")
+            path.write_bytes(b"1\n" + bytes(top) + b" " + b"." * width + b"\n")
+        ours = best_of(runs, lambda p=path: solve_in_process("pathgame", p))
+        ok = ours < 2.0 if width == 10**7 else None
+        rows.append(Row("pathgame solver", f"one board 2x{width}", ours, None, "s", None,
+                        "< 2 s" if width == 10**7 else "", ok,
+                        "the reference's tables stop at width 1023"))  # fmt: skip
+    return rows
+
+
+def pipeline_rate(data: Path, ref: dict[str, Path] | None, quick: bool) -> list[Row]:
+    """Whole pipeline on many strgame files against the reference run two at a time."""
+    many, size = (6, 10**4) if quick else (40, 10**5)
+    files = [
+        write_cases(data / f"pipe-{size}-{i:02}.in", "strgame", "random", 10, size=size, seed=i)
+        for i in range(many)
+    ]
+
+    def ours(paths: list[Path]) -> float:
+        out = Path(tempfile.mkdtemp(prefix="gamebatch-bench-out-"))
+        start = time.perf_counter()
+        gamebatch("solve", "-q", "-p", "strgame", *map(str, paths), "--out-dir", str(out),
+                  env=fresh_state())  # fmt: skip
+        took = time.perf_counter() - start
+        if ref:
+            for p in paths:
+                assert (out / f"{p.name}.out").read_bytes() == run_reference(ref["strgame"], p)
+        shutil.rmtree(out)
+        return took
+
+    def reference(paths: list[Path]) -> float:
+        assert ref is not None
+        script = (
+            'printf "%s\\n" "$@" | xargs -P 2 -I{} sh -c '
+            '\'ulimit -s unlimited; "$0" < {} > /dev/null\' "$REF"'
+        )
+        start = time.perf_counter()
+        subprocess.run(["bash", "-c", script, "bash", *map(str, paths)], check=True,
+                       env={**os.environ, "REF": str(ref["strgame"])})  # fmt: skip
+        return time.perf_counter() - start
+
+    rows = []
+    total, first = ours(files), ours(files[:2])
+    steady = (total - first) / (many - 2)
+    base_total = reference(files) if ref else None
+    base_steady = (base_total - reference(files[:2])) / (many - 2) if base_total else None
+    rows.append(Row("pipeline", f"{many} strgame files of 10 games x {size} letters, total",
+                    total, base_total, "s", total / base_total if base_total else None, "", None,
+                    "embedded broker, default workers; reference: 2 files at a time"))  # fmt: skip
+    ratio = steady / base_steady if base_steady else None
+    rows.append(Row("pipeline", "steady state, seconds per file (total minus 2-file run)",
+                    steady, base_steady, "s/file", ratio, "<= 1.5x reference",
+                    None if ratio is None else ratio <= 1.5))  # fmt: skip
+    rows.append(Row("pipeline", "start-up cost (2-file run)", first, None, "s", None, "", None))
+    return rows
+
+
+def overhead(data: Path, quick: bool) -> list[Row]:
+    """Tiny pathgame cases end to end, in cases per second."""
+    count = 10**5 if quick else 10**6
+    path = data / f"tiny-{count}.in"
+    if not path.exists():
+        problem = get_problem("pathgame")
+        rng = random.Random(1)
+        with path.open("w") as out:
+            out.write(f"{count}\n")
+            for _ in range(count):
+                out.write(problem.format_case(problem.generate(rng, "random", rng.randint(1, 8))))
+    out = Path(tempfile.mkdtemp()) / "tiny.out"
+    took = best_of(1, lambda: gamebatch("solve", "-q", "-p", "pathgame", str(path), "-o", str(out),
+                                        env=fresh_state()))  # fmt: skip
+    rate = count / took
+    return [Row("overhead", f"{count} tiny pathgame cases (width <= 8), end to end", rate, None,
+                "cases/s", rate, ">= 300000 cases/s", rate >= 300_000)]  # fmt: skip
+
+
+def memory(data: Path, quick: bool) -> list[Row]:
+    """Peak RSS of the `gamebatch solve` process itself on a large input."""
+    games, width = (8, 8 * 10**6) if quick else (200, 10**7)
+    path = data / f"big-{games}x{width}.in"
+    if not path.exists():
+        rng = random.Random(5)
+        table = bytes.maketrans(bytes(range(256)), b"ab" * 128)
+        with path.open("wb") as out:
+            out.write(f"{games}\n".encode())
+            for _ in range(games):
+                out.write(b"1 1\n" + rng.randbytes(width).translate(table) + b"\n")
+    size = path.stat().st_size
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GAMEBATCH_")}
+    env.update(fresh_state())
+    process = subprocess.Popen(
+        [sys.executable, "-m", "pipeline.cli", "solve", "-q", "-p", "strgame", str(path),
+         "-o", os.devnull], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    peak = 0
+    while process.poll() is None:
+        try:
+            status = Path(f"/proc/{process.pid}/status").read_text()
+            peak = max(peak, int(status.split("VmHWM:")[1].split()[0]) * 1024)
+        except (OSError, IndexError):
+            pass
+        time.sleep(0.05)
+    assert process.returncode == 0, process.stderr.read() if process.stderr else ""
+    mb = peak / 2**20
+    name = f"peak RSS of solve (producer + collector) on a {size / 2**30:.2f} GiB input"
+    return [Row("memory", name, mb, None, "MiB", mb, "< 256 MiB", mb < 256)]
+
+
+def startup(data: Path, quick: bool) -> list[Row]:
+    """`gamebatch --help`, and `gamebatch solve` of a one-case file with nothing cached."""
+    runs = 3 if quick else 5
+    help_time = best_of(runs, lambda: gamebatch("--help"))
+    one = data / "one.in"
+    one.write_text("1\n1 1\na\n")
+    solve_time = best_of(runs, lambda: gamebatch("solve", "-q", "-p", "strgame", str(one),
+                                                 env=fresh_state()))  # fmt: skip
+    return [
+        Row("start-up", "gamebatch --help", help_time, None, "s", None, "< 0.3 s", help_time < 0.3),
+        Row("start-up", "gamebatch solve, one case, embedded broker and workers", solve_time, None,
+            "s", None, "< 3 s", solve_time < 3.0),
+    ]  # fmt: skip
+
+
+def scaling(data: Path, quick: bool) -> list[Row]:
+    """The same worker-bound job with one and with two local worker processes."""
+    size = 20000 if quick else 200000
+    path = write_cases(
+        data / f"scale-{size}.in", "strgame", "wide", 40 if quick else 400, size=size, seed=9
+    )
+    times = {}
+    for workers in (1, 2):
+        env = {**fresh_state(), "GAMEBATCH_CHUNK__TARGET_WORK": "50000"}
+        times[workers] = best_of(
+            1,
+            lambda w=workers, e=env: gamebatch(
+                "solve",
+                "-q",
+                "-p",
+                "strgame",
+                str(path),
+                "-o",
+                os.devnull,
+                "--workers",
+                str(w),
+                env=e,
+            ),
+        )
+    speedup = times[1] / times[2]
+    return [Row("scaling", "speed-up of 2 worker processes over 1 (wide tries)", speedup, None,
+                "x", speedup, ">= 1.8x", speedup >= 1.8,
+                f"1 worker {times[1]:.2f} s, 2 workers {times[2]:.2f} s")]  # fmt: skip
+
+
+# --- report ------------------------------------------------------------------------------------
+
+
+def machine() -> dict[str, str]:
+    """What the figures were measured on."""
+
+    def command_version(*cmd: str) -> str:
+        try:
+            return subprocess.run(cmd, capture_output=True, text=True, check=False).stdout.split(
+                "\n"
+            )[0]
+        except OSError:
+            return "not found"
+
+    from workers import strgame
+
+    return {
+        "date": time.strftime("%Y-%m-%d %H:%M"),
+        "cpus": str(os.cpu_count()),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "celery": version("celery"),
+        "redis-py": version("redis"),
+        "redis-server": command_version("redis-server", "--version"),
+        "g++": command_version("g++", "--version"),
+        "strgame kernel": "C" if hasattr(strgame, "_trie") else "pure Python",
+    }
+
+
+def markdown(info: dict[str, str], rows: list[Row], quick: bool) -> str:
+    """The results table."""
+    lines = ["# Benchmark results", "", f"Mode: {'quick' if quick else 'full'}. "
+             "Times are wall-clock seconds, best of several runs; a ratio is ours / baseline "
+             "(lower is better) unless the unit says otherwise. Baselines were run in the same "
+             "session, side by side.", ""]  # fmt: skip
+    lines += [f"- {k}: {v}" for k, v in info.items()]
+    lines += ["", "| group | figure | ours | baseline | ratio | target | met | note |",
+              "| --- | --- | --- | --- | --- | --- | --- | --- |"]  # fmt: skip
+    for r in rows:
+        base = "" if r.baseline is None else f"{r.baseline:.4g} {r.unit}"
+        ratio = "" if r.ratio is None else f"{r.ratio:.3g}"
+        met = {True: "yes", False: "NO", None: ""}[r.met]
+        lines.append(f"| {r.group} | {r.name} | {r.ours:.4g} {r.unit} | {base} | {ratio} |"
+                     f" {r.target} | {met} | {r.note} |")  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes (CI)")
+    parser.add_argument("--only", nargs="*", help="run only these groups (function names)")
+    args = parser.parse_args()
+    out = ROOT / "benchmarks" / "out"
+    data = out / ("quick" if args.quick else "full")
+    data.mkdir(parents=True, exist_ok=True)
+    ref = compile_reference(out)
+    if ref is None:
+        print("note: no g++ or ../shared/reference: figures against the reference are skipped")
+    suites: dict[str, Callable[[], list[Row]]] = {
+        "strgame_solver": lambda: strgame_solver(data, ref, args.quick),
+        "pathgame_solver": lambda: pathgame_solver(data, ref, args.quick),
+        "pipeline_rate": lambda: pipeline_rate(data, ref, args.quick),
+        "overhead": lambda: overhead(data, args.quick),
+        "memory": lambda: memory(data, args.quick),
+        "startup": lambda: startup(data, args.quick),
+        "scaling": lambda: scaling(data, args.quick),
+    }
+    rows: list[Row] = []
+    for name, suite in suites.items():
+        if args.only and name not in args.only:
+            continue
+        print(f"running {name} ...", flush=True)
+        rows += suite()
+    info = machine()
+    table = markdown(info, rows, args.quick)
+    print(table)
+    (out / "results.json").write_text(
+        json.dumps({"machine": info, "rows": [asdict(r) for r in rows]}, indent=1)
+    )
+    if not args.quick and not args.only:
+        (ROOT / "benchmarks" / "RESULTS.md").write_text(table)
+        (ROOT / "benchmarks" / "results.json").write_text(
+            json.dumps({"machine": info, "rows": [asdict(r) for r in rows]}, indent=1) + "\n"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
