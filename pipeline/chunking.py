@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from itertools import accumulate
 
-from pipeline.problem import Case, NumberedCase
+from pipeline.problem import Batch, Case
 
 
 @dataclass(frozen=True)
@@ -19,18 +21,27 @@ class Chunk:
 
 
 def chunk_cases(
-    cases: Iterable[NumberedCase], work: Callable[[Case], int], target: int, max_cases: int
+    batches: Iterable[Batch], work: Callable[[Case], int], target: int, max_cases: int
 ) -> Iterator[Chunk]:
-    """Yield chunks in input order; a chunk closes once it reaches the target work or count."""
-    index, first, total = 0, 1, 0
-    batch: list[Case] = []
-    for numbered in cases:
-        if not batch:
-            first = numbered.number
-        batch.append(numbered.case)
-        total += 1 if numbered.case is None else work(numbered.case)  # None: invalid case
-        if total >= target or len(batch) >= max_cases:
-            yield Chunk(index, first, batch, total)
-            index, batch, total = index + 1, [], 0
-    if batch:
-        yield Chunk(index, first, batch, total)
+    """Yield chunks in input order; a chunk closes once it reaches the target work or count.
+
+    Works are summed and cut with C-level accumulate/bisect, a batch of cases at a time.
+    """
+    index, first, pending_work = 0, 1, 0
+    pending: list[Case] = []
+    for batch in batches:
+        cases = batch.cases
+        works = [1 if case is None else work(case) for case in cases]  # None: invalid case
+        pos = 0
+        while pos < len(cases):
+            room = max_cases - len(pending)
+            sums = list(accumulate(works[pos : pos + room]))
+            take = min(bisect_left(sums, target - pending_work) + 1, len(sums))
+            pending += cases[pos : pos + take]
+            pending_work += sums[take - 1]
+            pos += take
+            if pending_work >= target or len(pending) >= max_cases:
+                yield Chunk(index, first, pending, pending_work)
+                index, first, pending, pending_work = index + 1, first + len(pending), [], 0
+    if pending:
+        yield Chunk(index, first, pending, pending_work)

@@ -153,7 +153,7 @@ def _wait_for_previous(pidfile: Path) -> None:
     deadline = time.monotonic() + _STOP_TIMEOUT
     while time.monotonic() < deadline:
         try:
-            os.kill(pid, 0)
+            os.kill(pid, 0)  # signal 0 only asks whether the process exists
         except ProcessLookupError:
             return
         except PermissionError:
@@ -190,15 +190,30 @@ def start_worker(
 
 
 def _terminate(process: subprocess.Popen[bytes], grace: float = _STOP_TIMEOUT) -> None:
-    """SIGTERM the process group, then SIGKILL it after `grace` seconds."""
-    if process.poll() is None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGTERM)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            process.wait(grace)
+    """SIGTERM the child's process group, then SIGKILL it after `grace` seconds.
+
+    The group is signalled only while its leader is not reaped: until then its id cannot be
+    reused, so the signal can never reach another program's processes.
+    """
+    if process.returncode is not None:
+        return  # reaped already: the id may belong to someone else by now
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and not _exited(process.pid):
+        time.sleep(0.02)
     with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, signal.SIGKILL)  # pool children too
     process.wait()
+
+
+def _exited(pid: int) -> bool:
+    """Whether a child has exited, without reaping it (so its id stays reserved)."""
+    try:
+        info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return True
+    return info is not None
 
 
 class StateDir:
@@ -313,7 +328,7 @@ class EmbeddedCluster(AbstractContextManager["EmbeddedCluster"]):
 
     def check(self) -> None:
         """Raise when the local workers have died (their log's last line says why)."""
-        if self.worker is not None and self.worker.poll() is not None:
+        if self.worker is not None and _exited(self.worker.pid):
             lines = self.log.read_text(errors="replace").strip().splitlines() or ["(no log)"]
             raise GamebatchError(f"the local workers exited: {lines[-1]}")
 

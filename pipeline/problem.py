@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cache
 from importlib.metadata import entry_points
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from pipeline.errors import InputError, UsageError
 from pipeline.tokens import Mark, TokenReader
@@ -74,13 +74,27 @@ class Problem(Protocol):
         """The contest's limit on T, if it has one."""
 
 
-@dataclass(frozen=True)
-class NumberedCase:
+class NumberedCase(NamedTuple):
     """A validated case (None when invalid) with its 1-based number and where it starts."""
 
     number: int
     mark: Mark  # TokenReader.line_at(mark) names its first line
     case: Case
+
+
+@dataclass(frozen=True)
+class Batch:
+    """Consecutive cases read together; case i starts at token `pos + i * per` of `block`."""
+
+    first: int  # number of the first case
+    cases: list[Case]  # None for an invalid case (keep-going mode)
+    block: Any = None
+    pos: int = 0
+    per: int = 0
+
+    def mark(self, i: int) -> Mark:
+        """Where case `first + i` starts."""
+        return (self.block, self.pos + i * self.per)
 
 
 @cache
@@ -113,30 +127,24 @@ def _read_batched(
     first: int,
     count: int,
     on_invalid: Callable[[InputError], None] | None,
-) -> tuple[list[NumberedCase], int]:
-    """Cases `first`.. read by the game's read_batch() from the current block.
-
-    Returns the cases and how many were read (0: too few tokens left in the block, read one
-    case the ordinary way instead).
-    """
+) -> Batch | None:
+    """Cases `first`.. read by the game's read_batch() from the current block, or None when
+    too few tokens are left in the block (then one case is read the ordinary way)."""
     per = problem.tokens_per_case
     k = min(count - first + 1, tokens.available() // per)
     if k < BATCH_MIN:
-        return [], 0
+        return None
     block, pos = tokens.mark()
     results = problem.read_batch(tokens.next_many(k * per, "token {}"))
-    numbered = []
-    for i, result in enumerate(results):
-        case = result
-        if isinstance(result, str):
-            tokens.case = first + i
-            error = tokens.error(result, tokens.line_in_many(i * per), recoverable=True)
-            if on_invalid is None:
-                raise error
-            on_invalid(error)
-            case = None
-        numbered.append(NumberedCase(first + i, (block, pos + i * per), case))
-    return numbered, k
+    bad = [i for i, result in enumerate(results) if isinstance(result, str)]
+    for i in bad:
+        tokens.case = first + i
+        error = tokens.error(results[i], tokens.line_in_many(i * per), recoverable=True)
+        if on_invalid is None:
+            raise error
+        on_invalid(error)
+        results[i] = None
+    return Batch(first, results, block, pos, per)
 
 
 def read_cases(
@@ -145,11 +153,23 @@ def read_cases(
     max_cases: int = MAX_CASES,
     on_invalid: Callable[[InputError], None] | None = None,
 ) -> Iterator[NumberedCase]:
-    """Validate the header T, then yield T cases, then check nothing follows them.
+    """Every case with its number and position (see read_batches)."""
+    for batch in read_batches(problem, tokens, max_cases, on_invalid):
+        for i, case in enumerate(batch.cases):
+            yield NumberedCase(batch.first + i, batch.mark(i), case)
+
+
+def read_batches(
+    problem: Problem,
+    tokens: TokenReader,
+    max_cases: int = MAX_CASES,
+    on_invalid: Callable[[InputError], None] | None = None,
+) -> Iterator[Batch]:
+    """Validate the header T, then yield the T cases in batches, then check nothing follows.
 
     The first error is raised, unless `on_invalid` is given (keep going): then each invalid
-    case is reported to it and yielded with `case=None`; once the reader cannot find the
-    next case, every remaining case is yielded as invalid.
+    case is reported to it and yielded as None; once the reader cannot find the next case,
+    every remaining case is yielded as invalid.
     """
     count = tokens.next_int("the number of cases T", 1, max_cases)
     lost: InputError | None = None  # set once the rest of the file cannot be read
@@ -159,10 +179,10 @@ def read_cases(
     while number < count:
         number += 1
         if batched and lost is None:
-            cases, read = _read_batched(problem, tokens, number, count, on_invalid)
-            if read:
-                yield from cases
-                number += read - 1
+            batch = _read_batched(problem, tokens, number, count, on_invalid)
+            if batch is not None:
+                yield batch
+                number += len(batch.cases) - 1
                 continue
         tokens.case = number
         try:
@@ -170,15 +190,15 @@ def read_cases(
                 raise lost
             if tokens.at_end():
                 raise tokens.error(f"file ends after {number - 1} of {count} cases (T = {count})")
-            mark = tokens.mark()
-            yield NumberedCase(number, mark, problem.read_case(tokens))
+            block, pos = tokens.mark()
+            yield Batch(number, [problem.read_case(tokens)], block, pos)
         except InputError as exc:
             if on_invalid is None:
                 raise
             if lost is None:
                 on_invalid(exc)
                 lost, lost_from = (None, 0) if exc.recoverable else (exc, number + 1)
-            yield NumberedCase(number, (None, 0), None)
+            yield Batch(number, [None])
     if lost is not None and on_invalid is not None and lost_from <= count:
         on_invalid(
             InputError(

@@ -13,7 +13,7 @@ from pipeline.config import Settings
 from pipeline.errors import InputError, UsageError
 from pipeline.jobstore import JobStore, Progress
 from pipeline.messages import ChunkPayload
-from pipeline.problem import Problem, read_cases
+from pipeline.problem import Problem, read_batches
 from pipeline.tokens import TokenReader
 
 Send = Callable[[str, int], None]  # queue a task for (job id, chunk index)
@@ -94,12 +94,12 @@ def submit(
                 max_token=settings.limits.max_token_bytes,
                 max_bytes=settings.limits.max_file_bytes,
             )
-            cases = read_cases(
+            batches = read_batches(
                 problem,
                 tokens,
                 on_invalid=(lambda e: invalid.append(str(e))) if keep_going else None,
             )
-            for chunk in chunk_cases(cases, problem.work, target, max_cases):
+            for chunk in chunk_cases(batches, problem.work, target, max_cases):
                 chunks, total = chunk.index + 1, total + len(chunk.cases)
                 if chunk.index not in answered:
                     payload = ChunkPayload(problem.name, chunk.first, chunk.cases).encode()
