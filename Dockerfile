@@ -6,7 +6,7 @@ COPY pyproject.toml README.md ./
 COPY pipeline ./pipeline
 COPY workers ./workers
 COPY configs ./configs
-RUN pip install --no-cache-dir .
+RUN pip install --no-cache-dir ".[monitor]"
 USER gamebatch
 ENV GAMEBATCH_CONFIG=/app/configs/cluster.yaml
 CMD ["gamebatch", "worker"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import sys
 from collections.abc import Sequence
@@ -48,6 +49,13 @@ def _command(sub: Any, name: str, help_: str, *, broker: str = "") -> argparse.A
     return p
 
 
+def _lane_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--lane", choices=("auto", "interactive", "bulk"), default="auto",
+        help="queue lane; auto: interactive for inputs up to interactive_max_bytes (1 MiB)",
+    )  # fmt: skip
+
+
 def _pipeline_commands(sub: Any) -> None:
     p = _command(sub, "solve", "solve input files and write one result file per input",
                  broker="; default: an embedded Redis with local workers")  # fmt: skip
@@ -57,6 +65,7 @@ def _pipeline_commands(sub: Any) -> None:
     out.add_argument("-o", "--output", type=Path, help="result file (one input)")
     out.add_argument("--out-dir", type=Path, help="folder for DIR/<input name>.out")
     p.add_argument("--workers", type=int, help="local worker processes (default: CPUs)")
+    _lane_option(p)
     p.add_argument("-q", "--quiet", action="store_true", help="no progress display")
     p.add_argument(
         "--keep-going", action="store_true",
@@ -67,6 +76,7 @@ def _pipeline_commands(sub: Any) -> None:
     p = _command(sub, "submit", "queue one input file and print its job id", broker=embedded)
     p.add_argument("-p", "--problem", required=True, help=PROBLEMS_HELP)
     p.add_argument("input", metavar="INPUT", type=Path)
+    _lane_option(p)
 
     p = _command(sub, "collect", "wait for a job and write its result file", broker=embedded)
     p.add_argument("job", metavar="JOB")
@@ -86,6 +96,12 @@ def _pipeline_commands(sub: Any) -> None:
         "--concurrency", type=int, help="pool processes (or GAMEBATCH_CONCURRENCY; default: CPUs)"
     )
     p.add_argument("--loglevel", default="INFO")
+    p.add_argument("-E", "--events", action="store_true",
+                   help="send task events for monitoring (or GAMEBATCH_EVENTS=1)")  # fmt: skip
+
+    p = _command(sub, "config", "show the effective configuration (passwords masked)",
+                 broker=" ")  # fmt: skip
+    p.add_argument("action", choices=("show",))
 
 
 def _grading_commands(sub: Any) -> None:
@@ -172,8 +188,9 @@ def _cmd_solve(args: argparse.Namespace) -> int:
     else:
         raise UsageError("several inputs need --out-dir DIR")
     return service.solve(
-        settings, problem, files, _err, quiet=args.quiet, keep_going=args.keep_going
-    )
+        settings, problem, files, _err, quiet=args.quiet, keep_going=args.keep_going,
+        lane=args.lane,
+    )  # fmt: skip
 
 
 def _cmd_submit(args: argparse.Namespace) -> int:
@@ -185,7 +202,8 @@ def _cmd_submit(args: argparse.Namespace) -> int:
     if not args.input.is_file():
         raise UsageError(f"cannot read {args.input}: no such file")
     with service.cluster(settings, workers=False) as c:
-        job = producer.submit(problem, args.input, c.store, c.send, c.settings)
+        lane = producer.choose_lane(args.input, c.settings, args.lane)
+        job = producer.submit(problem, args.input, c.store, c.send, c.settings, lane=lane)
     print(f"{job.total} cases in {job.chunks} chunks ({job.queued} queued)")
     print(job.job_id)
     return 0
@@ -239,6 +257,13 @@ def _cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_config(args: argparse.Namespace) -> int:
+    from pipeline.config import show
+
+    sys.stdout.write(show(_settings(args, need_broker=False)))
+    return 0
+
+
 def _cmd_cancel(args: argparse.Namespace) -> int:
     from pipeline import service
 
@@ -251,15 +276,15 @@ def _cmd_cancel(args: argparse.Namespace) -> int:
 
 
 def _cmd_worker(args: argparse.Namespace) -> int:
-    from workers.celery_app import create_app
+    from pipeline.embedded import supervise_worker
 
     settings = _settings(args, need_broker=True)
-    argv = ["worker", "--loglevel", args.loglevel]
-    concurrency = args.concurrency or settings.concurrency
-    if concurrency:
-        argv += ["--concurrency", str(concurrency)]
-    create_app(settings).worker_main(argv)
-    return 0
+    assert settings.broker_url is not None
+    concurrency = args.concurrency or settings.concurrency or os.cpu_count() or 1
+    return supervise_worker(
+        settings.broker_url, concurrency, loglevel=args.loglevel,
+        events=args.events or settings.events, config=args.config,
+    )  # fmt: skip
 
 
 def _cmd_gen(args: argparse.Namespace) -> int:
@@ -415,6 +440,7 @@ _COMMANDS = {
     "status": _cmd_status,
     "worker": _cmd_worker,
     "cancel": _cmd_cancel,
+    "config": _cmd_config,
     "grade": _cmd_grade,
     "diff": _cmd_diff,
     "gen": _cmd_gen,

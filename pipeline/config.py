@@ -44,7 +44,9 @@ class Settings(_Section):
     workers: int | None = Field(None, gt=0)  # embedded mode's local worker processes
     state_dir: str | None = None  # embedded Redis data; None: XDG state folder, "": none
     concurrency: int | None = Field(None, gt=0)  # pool processes of `gamebatch worker`
-    queue: str = Field("gamebatch", min_length=1)
+    events: bool = False  # workers send task events (for Flower and `celery events`)
+    queue: str = Field("gamebatch", min_length=1)  # lanes: QUEUE.interactive, QUEUE.bulk
+    interactive_max_bytes: int = Field(1 << 20, ge=0)  # inputs up to this size jump the line
     visibility_timeout: int = Field(3600, gt=0)  # seconds before Redis redelivers a message
     result_ttl: int = Field(7 * 24 * 3600, gt=0)  # seconds job keys live after collection
     lease_seconds: int = Field(30, gt=0)  # a running chunk's lease; lost leases are re-queued
@@ -53,6 +55,14 @@ class Settings(_Section):
     poll_interval: float = Field(0.05, gt=0)
     chunk: ChunkSettings = Field(default_factory=ChunkSettings)
     limits: LimitSettings = Field(default_factory=LimitSettings)
+
+
+LANES = ("interactive", "bulk")  # workers take from the first lane that has work
+
+
+def lane_queue(settings: Settings, lane: str) -> str:
+    """The Celery queue of a lane."""
+    return f"{settings.queue}.{lane}"
 
 
 def default_state_dir() -> Path:
@@ -130,6 +140,13 @@ def _merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
         else:
             merged[key] = value
     return merged
+
+
+def show(settings: Settings) -> str:
+    """The effective settings as YAML, with every password masked."""
+    doc = settings.model_dump()
+    doc["broker_url"] = mask_url(settings.broker_url) if settings.broker_url else None
+    return yaml.safe_dump(doc, sort_keys=False)
 
 
 def mask_url(url: str | None) -> str:

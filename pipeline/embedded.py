@@ -34,6 +34,7 @@ _STOP_TIMEOUT = 15.0
 # nothing, so they get a short grace.
 _WORKER_GRACE = 0.5
 _PR_SET_PDEATHSIG = 1
+_MAX_RESTARTS = 5  # of the embedded workers, per command
 
 
 def redis_server_binary() -> str:
@@ -161,6 +162,29 @@ def _wait_for_previous(pidfile: Path) -> None:
         time.sleep(0.05)
 
 
+def _celery_worker(
+    broker_url: str,
+    concurrency: int,
+    *,
+    config: str | None,
+    name: str,
+    loglevel: str = "INFO",
+    events: bool = False,
+    extra_env: dict[str, str] | None = None,
+) -> tuple[list[str], dict[str, str]]:
+    """The command line and environment of a `celery -A workers worker` process."""
+    env = {**os.environ, "GAMEBATCH_BROKER_URL": broker_url, **(extra_env or {})}
+    if config:
+        env["GAMEBATCH_CONFIG"] = config
+    command = [
+        sys.executable, "-m", "celery", "-A", "workers", "worker",
+        "--concurrency", str(concurrency), "--pool", "prefork", "--loglevel", loglevel,
+        "--hostname", f"{name}-{os.getpid()}-{secrets.token_hex(3)}@%h",
+        "--without-gossip", "--without-mingle", *(["--task-events"] if events else []),
+    ]  # fmt: skip
+    return command, env
+
+
 def start_worker(
     broker_url: str,
     concurrency: int,
@@ -172,21 +196,52 @@ def start_worker(
     tie_to_parent: bool = False,
 ) -> subprocess.Popen[bytes]:
     """A `celery -A workers worker` process for `broker_url`, logging to `log`."""
-    env = {**os.environ, "GAMEBATCH_BROKER_URL": broker_url, **(extra_env or {})}
-    if config:
-        env["GAMEBATCH_CONFIG"] = config
-    command = [
-        sys.executable, "-m", "celery", "-A", "workers", "worker",
-        "--concurrency", str(concurrency), "--pool", "prefork", "--loglevel", "INFO",
-        "--hostname", f"{name}-{os.getpid()}-{secrets.token_hex(3)}@%h",
-        "--without-gossip", "--without-mingle",
-    ]  # fmt: skip
+    command, env = _celery_worker(
+        broker_url, concurrency, config=config, name=name, extra_env=extra_env
+    )
     with log.open("ab") as out:
         return subprocess.Popen(
             command, stdin=subprocess.DEVNULL, stdout=out, stderr=out, env=env,
             start_new_session=True,
             preexec_fn=_die_with_parent if tie_to_parent else None,  # noqa: PLW1509
         )  # fmt: skip
+
+
+def supervise_worker(
+    broker_url: str, concurrency: int, *, loglevel: str, events: bool, config: str | None
+) -> int:
+    """Run a Celery worker in the foreground and start it again whenever it dies by itself.
+
+    Celery's Redis transport can end a worker on an unlucky broker disconnect ("Unrecoverable
+    error"); a supervised worker comes back. SIGTERM or SIGINT stop it with a warm shutdown.
+    """
+    stopping = False
+    child: subprocess.Popen[bytes] | None = None
+
+    def forward(signum: int, frame: object) -> None:
+        nonlocal stopping
+        stopping = True
+        if child is not None and child.poll() is None:
+            child.send_signal(signum)
+
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, forward)
+    restarts = 0
+    while True:
+        command, env = _celery_worker(
+            broker_url, concurrency, config=config, name="worker", loglevel=loglevel,
+            events=events,
+        )  # fmt: skip
+        started = time.monotonic()
+        child = subprocess.Popen(command, env=env, preexec_fn=_die_with_parent)  # noqa: PLW1509
+        status = child.wait()
+        if stopping:
+            return 0
+        restarts = 0 if time.monotonic() - started > 60 else restarts + 1
+        pause = min(2.0**restarts, 30.0)
+        print(f"gamebatch: worker exited with status {status}; starting it again in"
+              f" {pause:g} s", file=sys.stderr, flush=True)  # fmt: skip
+        time.sleep(pause)
 
 
 def _terminate(process: subprocess.Popen[bytes], grace: float = _STOP_TIMEOUT) -> None:
@@ -287,6 +342,7 @@ class EmbeddedCluster(AbstractContextManager["EmbeddedCluster"]):
         self.url = ""
         self.persistent = False
         self.worker: subprocess.Popen[bytes] | None = None
+        self.restarts = 0
 
     @property
     def log(self) -> Path:
@@ -327,10 +383,17 @@ class EmbeddedCluster(AbstractContextManager["EmbeddedCluster"]):
         self.url = self.redis.url
 
     def check(self) -> None:
-        """Raise when the local workers have died (their log's last line says why)."""
-        if self.worker is not None and _exited(self.worker.pid):
+        """Start the local workers again when they died; give up after a few times."""
+        if self.worker is None or not _exited(self.worker.pid):
+            return
+        _terminate(self.worker, 0)  # reaps it, and kills what is left of its pool
+        self.restarts += 1
+        if self.restarts > _MAX_RESTARTS:
             lines = self.log.read_text(errors="replace").strip().splitlines() or ["(no log)"]
-            raise GamebatchError(f"the local workers exited: {lines[-1]}")
+            raise GamebatchError(f"the local workers keep exiting: {lines[-1]}")
+        self.worker = start_worker(
+            self.url, self.workers, self.log, config=self.config, tie_to_parent=True
+        )
 
     def close(self) -> None:
         """Stop the workers, then Redis; remove the temporary folder."""

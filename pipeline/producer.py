@@ -40,6 +40,14 @@ def checksum(path: Path) -> str:
         raise UsageError(f"cannot read {path}: {exc.strerror}") from None
 
 
+def choose_lane(path: Path, settings: Settings, wanted: str = "auto") -> str:
+    """`interactive` for small inputs (or when asked), else `bulk`."""
+    if wanted != "auto":
+        return wanted
+    small = path.stat().st_size <= settings.interactive_max_bytes
+    return "interactive" if small else "bulk"
+
+
 def job_id_for(problem: Problem, digest: str) -> str:
     """Jobs are named by what they compute, so a re-run finds its earlier job."""
     return f"{problem.name}-{digest[:24]}"
@@ -53,6 +61,7 @@ def submit(
     settings: Settings,
     *,
     window: int = 0,
+    lane: str = "bulk",
     keep_going: bool = False,
     on_cases: Callable[[int], None] = lambda n: None,
     on_progress: Callable[[Progress], None] = lambda p: None,
@@ -72,6 +81,7 @@ def submit(
             "input": path.name,
             "target_work": settings.chunk.target_work,
             "max_cases": settings.chunk.max_cases,
+            "lane": lane,
         },
     )
     progress = store.progress(job_id)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from pipeline.jobstore import JobStore, Progress
 from pipeline.producer import Send
@@ -19,11 +20,17 @@ class Recovery:
     """
 
     def __init__(
-        self, store: JobStore, send: Send, queue: str, *, lease: float, stall: float
+        self,
+        store: JobStore,
+        send: Send,
+        queued: Callable[[], int],
+        *,
+        lease: float,
+        stall: float,
     ) -> None:
         self.store = store
         self.send = send
-        self.queue = queue
+        self.queued = queued  # messages waiting in the broker
         self.every = lease / 3
         self.stall = stall
         self.requeued = 0
@@ -40,7 +47,7 @@ class Recovery:
             return
         self._next = now + self.every
         indexes = set(self.store.abandoned(progress.job_id))
-        if now - self._last_change > self.stall and self.store.queue_length(self.queue) == 0:
+        if now - self._last_change > self.stall and self.queued() == 0:
             unleased = self.store.unleased(progress.job_id)
             if not self.store.leased(progress.job_id):
                 indexes.update(unleased)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from pipeline import collector, producer
 from pipeline.collector import INVALID_WORD, JobLost
-from pipeline.config import Settings, default_state_dir
+from pipeline.config import LANES, Settings, default_state_dir, lane_queue
 from pipeline.errors import InputError
 from pipeline.jobstore import JobStore
 from pipeline.jobstore import Progress as JobProgress
@@ -33,16 +33,23 @@ class Cluster:
 
     @cached_property
     def send(self) -> producer.Send:
-        """A function that queues one chunk task."""
+        """A function that queues one chunk task, in its job's lane."""
         from workers.celery_app import TASK_NAME, create_app
 
         app = create_app(self.settings)
-        queue = self.settings.queue
+        lanes: dict[str, str] = {}
 
         def send(job_id: str, index: int) -> None:
-            app.send_task(TASK_NAME, args=[job_id, index], queue=queue)
+            if job_id not in lanes:
+                manifest = self.store.manifest(job_id) or {}
+                lanes[job_id] = lane_queue(self.settings, manifest.get("lane", "bulk"))
+            app.send_task(TASK_NAME, args=[job_id, index], queue=lanes[job_id])
 
         return send
+
+    def queued_messages(self) -> int:
+        """Messages waiting in every lane."""
+        return sum(self.store.queue_length(lane_queue(self.settings, lane)) for lane in LANES)
 
 
 @contextmanager
@@ -84,6 +91,7 @@ def solve(
     *,
     quiet: bool = False,
     keep_going: bool = False,
+    lane: str = "auto",
 ) -> int:
     """Queue every file, then collect each in order; bad files are reported and skipped."""
     status = 0
@@ -98,6 +106,7 @@ def solve(
             return producer.submit(
                 problem, item.input, c.store, c.send, c.settings,
                 window=c.settings.chunk.window, keep_going=keep_going,
+                lane=producer.choose_lane(item.input, c.settings, lane),
                 on_cases=progress.add_total,
                 on_progress=on_progress,
             )  # fmt: skip
@@ -144,7 +153,9 @@ def collect(
     With invalid cases (keep-going mode) their errors go to OUTPUT.errors (or stderr).
     """
     s = c.settings
-    recovery = Recovery(c.store, c.send, s.queue, lease=s.lease_seconds, stall=s.stall_seconds)
+    recovery = Recovery(
+        c.store, c.send, c.queued_messages, lease=s.lease_seconds, stall=s.stall_seconds
+    )
 
     def on_progress(p: JobProgress) -> None:
         c.check()

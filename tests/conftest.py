@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from pipeline.embedded import RedisServer, _terminate, start_worker
+from pipeline.embedded import RedisServer, _terminate
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("REFERENCE_SHARED_DIR", ROOT.parent / "shared"))
@@ -70,9 +71,15 @@ class Workers:
         self.processes: list[subprocess.Popen[bytes]] = []
 
     def start(self, concurrency: int = 1, **env: str) -> subprocess.Popen[bytes]:
-        """Start one worker process and wait until it is ready."""
+        """Start `gamebatch worker` (a supervised Celery worker) and wait until it is ready."""
         log = self.log_dir / f"worker-{len(self.processes)}.log"
-        process = start_worker(self.url, concurrency, log, name="test", extra_env=env)
+        command = [sys.executable, "-m", "pipeline.cli", "worker", "--broker", self.url,
+                   "--concurrency", str(concurrency)]  # fmt: skip
+        with log.open("ab") as out:
+            process = subprocess.Popen(
+                command, stdout=out, stderr=out, start_new_session=True,
+                env={**os.environ, **env},
+            )  # fmt: skip
         self.processes.append(process)
         deadline = time.monotonic() + 30
         while b"ready." not in log.read_bytes():

@@ -37,13 +37,32 @@ def test_workers_scale_and_use_only_known_settings(
     worker = services["worker"]
     assert worker["build"] == "." and "container_name" not in worker  # --scale needs both
     assert worker["stop_grace_period"]
-    for service in ("worker", "cli"):
+    for service in ("worker", "cli", "flower"):
         env = services[service]["environment"]
         assert env["GAMEBATCH_BROKER_URL"].startswith("redis://:${REDIS_PASSWORD")
-        for name in env:
-            monkeypatch.setenv(name, "redis://:pw@redis:6379/0" if "URL" in name else "2")
+        for name, value in env.items():
+            fake = "redis://:pw@redis:6379/0" if "URL" in name else str(value).split(":-")[-1]
+            monkeypatch.setenv(name, fake.rstrip("}"))
         settings = load_settings()  # raises when a variable is not a setting
         assert settings.broker_url == "redis://:pw@redis:6379/0"
+    assert settings.events is True and settings.concurrency == 2
+
+
+def test_flower_is_local_and_needs_a_password(compose: dict[str, Any]) -> None:
+    flower = compose["services"]["flower"]
+    assert flower["ports"] == ["127.0.0.1:5555:5555"]
+    assert "--basic-auth" in " ".join(flower["command"])
+    assert "FLOWER_PASSWORD" in flower["environment"]
+
+
+def test_worker_only_file_for_other_machines(monkeypatch: pytest.MonkeyPatch) -> None:
+    doc = yaml.safe_load((ROOT / "docker-compose.worker.yml").read_text())
+    assert set(doc["services"]) == {"worker"}
+    env = doc["services"]["worker"]["environment"]
+    for name in env:
+        monkeypatch.setenv(name, "rediss://:pw@central:6380/0" if "URL" in name else "true")
+    monkeypatch.setenv("GAMEBATCH_CONCURRENCY", "2")
+    assert load_settings().broker_url == "rediss://:pw@central:6380/0"
 
 
 def test_commands_exist_in_the_cli(compose: dict[str, Any]) -> None:
@@ -51,7 +70,7 @@ def test_commands_exist_in_the_cli(compose: dict[str, Any]) -> None:
     dockerfile = (ROOT / "Dockerfile").read_text()
     assert 'CMD ["gamebatch", "worker"]' in dockerfile
     parser = _parser()
-    for command in ("worker", "solve", "submit", "collect", "status"):
+    for command in ("worker", "solve", "submit", "collect", "status", "config"):
         assert parser.parse_args(_minimal(command)).command == command
 
 
@@ -62,4 +81,5 @@ def _minimal(command: str) -> list[str]:
         "submit": ["submit", "-p", "strgame", "in"],
         "collect": ["collect", "JOB", "-o", "out"],
         "status": ["status"],
+        "config": ["config", "show"],
     }[command]

@@ -79,6 +79,15 @@ def test_shipped_configs_are_valid() -> None:
         load_settings(str(config))
 
 
+def test_config_show_masks_the_password(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pipeline.config import show
+
+    monkeypatch.setenv("GAMEBATCH_BROKER_URL", "redis://:hunter2@db:6379/0")
+    text = show(load_settings())
+    assert "hunter2" not in text and "broker_url: redis://:***@db:6379/0" in text
+    assert "target_work: 400000" in text
+
+
 def test_passwords_are_masked() -> None:
     assert mask_url("redis://:s3cret@host:6379/0") == "redis://:***@host:6379/0"
     assert mask_url("rediss://user:s3cret@host/1") == "rediss://user:***@host/1"

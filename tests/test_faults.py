@@ -86,10 +86,15 @@ def test_pool_child_killed_mid_job(
     worker = workers.start(concurrency=2, **FAULT_ENV)
     solve = start_solve(str(path), "-o", str(tmp_path / "out"), "--broker", redis_server.url)
     wait_for_progress(redis_server.url, 0.2, 4000)
-    children = subprocess.run(
-        ["pgrep", "-P", str(worker.pid)], capture_output=True, text=True, check=True
-    ).stdout.split()
-    os.kill(int(children[0]), signal.SIGKILL)
+
+    def children(pid: int) -> list[int]:
+        found = subprocess.run(
+            ["pgrep", "-P", str(pid)], capture_output=True, text=True, check=False
+        )
+        return [int(p) for p in found.stdout.split()]
+
+    (celery,) = children(worker.pid)  # gamebatch worker -> celery worker -> pool processes
+    os.kill(children(celery)[0], signal.SIGKILL)
     finish(solve)
     assert (tmp_path / "out").read_text() == expected
 

@@ -6,6 +6,7 @@ import json
 import random
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -210,3 +211,32 @@ def test_workers_share_the_grundy_tables_through_redis(
     workers.start()
     cached = redis_client.get("gb:table:pathgame:grundy")
     assert cached is not None and b'"version": 1' in cached
+
+
+def test_a_small_job_is_not_stuck_behind_a_large_one(
+    tmp_path: Path, redis_server: RedisServer, workers: Workers
+) -> None:
+    big = write_dataset(tmp_path, "strgame", files=1, cases=3000, seed=21)[0]
+    small = tmp_path / "small.in"
+    small.write_text("1\n1 1\na\n")
+    broker = ["--broker", redis_server.url]
+    one_per_chunk = {"GAMEBATCH_CHUNK__MAX_CASES": "1"}
+    submitted = gamebatch("submit", "-p", "strgame", str(big), "--lane", "bulk", *broker,
+                          env=one_per_chunk)  # fmt: skip
+    big_job = submitted.stdout.split()[-1]
+    workers.start(concurrency=1)
+    store = JobStore.from_url(redis_server.url)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        progress = store.progress(big_job)
+        if progress is not None and progress.done >= 100:
+            break
+        time.sleep(0.05)
+    small_job = gamebatch("submit", "-p", "strgame", str(small), *broker).stdout.split()[-1]
+    out = tmp_path / "small.out"
+    collected = gamebatch("collect", small_job, "-o", str(out), "--timeout", "30", *broker)
+    assert collected.returncode == 0, collected.stderr
+    big_progress = store.progress(big_job)
+    assert big_progress is not None and big_progress.done < big_progress.total  # still running
+    assert out.read_text() == "Pure\n"
+    assert store.manifest(small_job)["lane"] == "interactive"

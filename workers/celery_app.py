@@ -6,8 +6,9 @@ from functools import cache
 from typing import Any
 
 from celery import Celery, signals
+from kombu.entity import Queue
 
-from pipeline.config import Settings, load_settings
+from pipeline.config import LANES, Settings, lane_queue, load_settings
 from pipeline.errors import UsageError
 from pipeline.jobstore import JobStore
 from pipeline.problem import registry
@@ -29,8 +30,13 @@ def create_app(settings: Settings) -> Celery:
         task_acks_late=True,  # a task whose worker dies is delivered again
         task_reject_on_worker_lost=True,
         worker_prefetch_multiplier=1,  # chunks are long: do not hoard them
-        task_default_queue=settings.queue,
-        broker_transport_options={"visibility_timeout": settings.visibility_timeout},
+        # Lanes: every worker consumes both queues, the interactive one first.
+        task_queues=[Queue(lane_queue(settings, lane)) for lane in LANES],  # type: ignore[no-untyped-call]
+        task_default_queue=lane_queue(settings, "bulk"),
+        broker_transport_options={
+            "visibility_timeout": settings.visibility_timeout,
+            "queue_order_strategy": "priority",
+        },
         broker_connection_retry_on_startup=True,
         # ride out a Redis restart (about a minute) when queueing
         task_publish_retry_policy={
@@ -40,6 +46,8 @@ def create_app(settings: Settings) -> Celery:
             "interval_max": 2.0,
         },
         worker_hijack_root_logger=False,
+        worker_send_task_events=settings.events,
+        task_send_sent_event=settings.events,
     )
     from workers.tasks import register
 
