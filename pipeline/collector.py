@@ -72,25 +72,21 @@ def write_result(
 def write_result_file(
     store: JobStore, job_id: str, problem: Problem, progress: Progress, path: Path
 ) -> None:
-    """Write to a temporary file beside `path`, fsync, then rename: never a partial file."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent or ".")
-    try:
-        with os.fdopen(fd, "w", encoding="ascii", newline="\n") as out:
-            write_result(store, job_id, problem, progress, out)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """The result file, complete or not at all."""
+    write_atomically(path, lambda out: write_result(store, job_id, problem, progress, out))
 
 
 def atomic_write(path: Path, text: str) -> None:
-    """Write a whole text file under its final name, or nothing."""
+    """A whole text file under its final name, or nothing."""
+    write_atomically(path, lambda out: out.write(text))
+
+
+def write_atomically(path: Path, fill: Callable[[TextIO], object]) -> None:
+    """Write to a temporary file beside `path`, fsync, then rename: never a partial file."""
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent or ".")
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as out:
-            out.write(text)
+            fill(out)
             out.flush()
             os.fsync(out.fileno())
         os.replace(tmp, path)
