@@ -189,9 +189,7 @@ def workers_alive(c: Cluster) -> list[str]:
 
 def problem_of(store: JobStore, job_id: str) -> Problem:
     """The game of an existing job."""
-    from pipeline.errors import JobFailed
-
     manifest = store.manifest(job_id)
     if manifest is None:
-        raise JobFailed(f"job {job_id} does not exist (finished long ago, or Redis lost it)")
+        raise JobLost(f"job {job_id} does not exist (finished long ago, or Redis lost it)")
     return get_problem(manifest["problem"])
