@@ -131,13 +131,6 @@ class RedisServer(AbstractContextManager["RedisServer"]):
             _terminate(self.process)
             self.process = None
 
-    def kill(self) -> None:
-        """SIGKILL the server (fault tests)."""
-        if self.process is not None:
-            self.process.kill()
-            self.process.wait()
-            self.process = None
-
     def __enter__(self) -> RedisServer:
         return self.start()
 

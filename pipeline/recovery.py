@@ -48,9 +48,8 @@ class Recovery:
         self._next = now + self.every
         indexes = set(self.store.abandoned(progress.job_id))
         if now - self._last_change > self.stall and self.queued() == 0:
-            unleased = self.store.unleased(progress.job_id)
             if not self.store.leased(progress.job_id):
-                indexes.update(unleased)
+                indexes.update(self.store.unleased(progress.job_id))
             self._last_change = now
         for index in sorted(indexes):
             self.send(progress.job_id, index)
