@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 import time
 from collections.abc import Callable
@@ -85,6 +86,7 @@ def write_atomically(path: Path, fill: Callable[[TextIO], object]) -> None:
     """Write to a temporary file beside `path`, fsync, then rename: never a partial file."""
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent or ".")
     try:
+        os.fchmod(fd, _new_file_mode(path))  # mkstemp makes 0600; a result file is not secret
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as out:
             fill(out)
             out.flush()
@@ -93,6 +95,16 @@ def write_atomically(path: Path, fill: Callable[[TextIO], object]) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _new_file_mode(path: Path) -> int:
+    """The mode `open()` would give: the existing file's, else 0666 less the umask."""
+    try:
+        return stat.S_IMODE(path.stat().st_mode)
+    except OSError:
+        umask = os.umask(0o022)
+        os.umask(umask)
+        return 0o666 & ~umask
 
 
 def finish(store: JobStore, job_id: str, ttl: int) -> None:
