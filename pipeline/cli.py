@@ -249,7 +249,11 @@ def _cmd_status(args: argparse.Namespace) -> int:
         return 0
     for row in rows:
         total = "?" if row["total"] is None else row["total"]
-        print(f"{row['job']}  {row['state']:<9} {row['done']}/{total} cases")
+        line = f"{row['job']}  {row['state']:<9} {row['done']}/{total} cases"
+        if row["cases_per_second"] is not None:
+            seconds = row["answered"] - row["started"]
+            line += f"  {seconds:.1f} s, {row['cases_per_second']:,.0f} cases/s"
+        print(line)
         for index, reason in row["failures"].items():
             print(f"    chunk {index}: {reason}")
     if not args.job:

@@ -24,7 +24,7 @@ class _Section(BaseModel):
 class ChunkSettings(_Section):
     """How cases are grouped into tasks (work is the game's cost estimate of a case)."""
 
-    target_work: int = Field(400_000, gt=0)
+    target_work: int = Field(4_000_000, gt=0)
     max_cases: int = Field(20_000, gt=0)
     window: int = Field(256, ge=0)  # chunks in flight while `solve` produces; 0: no limit
     window_bytes: int = Field(256 << 20, gt=0)  # and their payload bytes at most

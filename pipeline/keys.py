@@ -2,7 +2,8 @@
 
 gb:job:{job}              hash   manifest: problem, input, state, chunk settings, mode,
                                  chunks and total (set once every chunk is queued),
-                                 done_chunks, done_cases
+                                 done_chunks, done_cases, started and answered (Redis
+                                 clock at the first chunk's start and the latest answers)
 gb:job:{job}:in:{i}       string JSON payload of chunk i ({"problem", "first", "cases"});
                                  deleted when its answers are stored
 gb:job:{job}:out          hash   chunk index -> answer digits, one per case (index into the

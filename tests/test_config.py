@@ -85,7 +85,7 @@ def test_config_show_masks_the_password(monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.setenv("GAMEBATCH_BROKER_URL", "redis://:hunter2@db:6379/0")
     text = show(load_settings())
     assert "hunter2" not in text and "broker_url: redis://:***@db:6379/0" in text
-    assert "target_work: 400000" in text
+    assert "target_work: 4000000" in text
 
 
 def test_passwords_are_masked() -> None:

@@ -114,6 +114,7 @@ def test_submit_worker_collect_as_separate_processes(
     status = gamebatch("status", job_id, "--json", *broker)
     before = json.loads(status.stdout)
     assert (before["state"], before["total"], before["done"]) == ("running", 300, 0)
+    assert before["started"] is before["answered"] is before["cases_per_second"] is None
 
     worker = subprocess.Popen(
         [sys.executable, "-m", "pipeline.cli", "worker", *broker, "--concurrency", "2"],
@@ -126,6 +127,10 @@ def test_submit_worker_collect_as_separate_processes(
     assert out.read_text() == answers(get_problem("pathgame"), path.read_text())
     after = json.loads(gamebatch("status", job_id, "--json", *broker).stdout)
     assert (after["state"], after["total"], after["done"]) == ("done", 300, 300)
+    elapsed = after["answered"] - after["started"]
+    assert 0 < elapsed < 60 and after["cases_per_second"] == pytest.approx(300 / elapsed)
+    listing = gamebatch("status", *broker).stdout
+    assert f"{job_id}  done      300/300 cases  {elapsed:.1f} s" in listing
 
 
 def test_collect_times_out_without_workers_and_writes_nothing(
