@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -27,7 +28,16 @@ def test_crlf_and_blank_lines_read_like_plain_text() -> None:
 
 KERNELS = {"python": strgame.outcomes_in_python}
 if hasattr(strgame, "_trie"):
-    KERNELS["c"] = strgame._outcomes_in_c
+    KERNELS["c"] = strgame._outcomes_in_c  # chooses the trie or sorting by the strings' lengths
+
+    def _forced(method: int) -> Callable[[str], tuple[bool, bool]]:
+        def outcomes(text: str) -> tuple[bool, bool]:
+            bits = strgame._trie.outcomes(text, method)
+            return bool(bits & 1), bool(bits & 2)
+
+        return outcomes
+
+    KERNELS["c-trie"], KERNELS["c-sorted"] = _forced(1), _forced(2)
 
 
 @pytest.fixture(params=sorted(KERNELS))
@@ -48,6 +58,14 @@ def test_the_c_kernel_is_built_where_a_compiler_is() -> None:
 
     if shutil.which("cc") or shutil.which("gcc"):
         assert "c" in KERNELS, "the C kernel was not built although a compiler is present"
+
+
+@pytest.mark.skipif("c" not in KERNELS, reason="the C kernel is not built")
+@pytest.mark.parametrize("method", [0, 1, 2])
+def test_the_c_kernel_refuses_other_bytes(method: int) -> None:
+    for text in ("aB", "a b", "a\nz\x00", "\u00e9"):
+        with pytest.raises(ValueError, match="lowercase"):
+            strgame._trie.outcomes(text, method)
 
 
 def test_kernels_agree_on_large_games() -> None:
