@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +75,44 @@ def test_commands_exist_in_the_cli(compose: dict[str, Any]) -> None:
     parser = _parser()
     for command in ("worker", "solve", "submit", "collect", "status", "config"):
         assert parser.parse_args(_minimal(command)).command == command
+
+
+def _stages(dockerfile: str) -> list[list[str]]:
+    """The instructions of each stage (continuation lines joined)."""
+    stages: list[list[str]] = []
+    for line in dockerfile.replace("\\\n", " ").splitlines():
+        if line.startswith("FROM "):
+            stages.append([])
+        if line.strip() and not line.startswith("#"):
+            stages[-1].append(line)
+    return stages
+
+
+def test_the_image_is_built_with_the_c_kernel(tmp_path: Path) -> None:
+    if shutil.which("cc") is None and shutil.which("gcc") is None:
+        pytest.skip("no C compiler on this machine")
+    build, final = _stages((ROOT / "Dockerfile").read_text())
+    assert any("apt-get install" in line and " gcc " in line for line in build)
+    assert any('python -c "import workers._trie"' in line for line in final)
+    # What the build stage copies is enough to compile the kernel.
+    for line in build:
+        if line.startswith("COPY "):
+            *sources, _ = line.split()[1:]
+            for source in sources:
+                if (ROOT / source).is_dir():
+                    shutil.copytree(ROOT / source, tmp_path / source, ignore=_built)
+                else:
+                    shutil.copy(ROOT / source, tmp_path / source)
+    built = subprocess.run(
+        [sys.executable, "setup.py", "-q", "build_ext", "--inplace"],
+        cwd=tmp_path, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert built.returncode == 0, built.stderr
+    assert list((tmp_path / "workers").glob("_trie*.so"))
+
+
+def _built(folder: str, names: list[str]) -> list[str]:
+    return [n for n in names if n.endswith(".so") or n == "__pycache__"]
 
 
 def _minimal(command: str) -> list[str]:
