@@ -4,7 +4,7 @@ gb:job:{job}              hash   manifest: problem, input, state, chunk settings
                                  chunks and total (set once every chunk is queued),
                                  done_chunks, done_cases, started and answered (Redis
                                  clock at the first chunk's start and the latest answers)
-gb:job:{job}:in:{i}       string JSON payload of chunk i ({"problem", "first", "cases"});
+gb:job:{job}:in:{i}       string JSON payload of chunk i ({"format", "problem", "first", "cases"});
                                  deleted when its answers are stored
 gb:job:{job}:out          hash   chunk index -> answer digits, one per case (index into the
                                  game's answer words; "-" for an invalid case); written once

@@ -8,6 +8,11 @@ from typing import Any
 
 INVALID_DIGIT = "-"  # a worker's answer for a case that --keep-going let through
 
+# Bumped whenever the payload or a game's case encoding changes, so that a worker of another
+# gamebatch version fails the chunk with a clear reason instead of misreading it.
+# 2: strgame strings are joined by spaces (they were joined by newlines).
+FORMAT = 2
+
 
 class BadPayload(ValueError):
     """A chunk payload that is not what a producer writes."""
@@ -23,7 +28,7 @@ class ChunkPayload:
 
     def encode(self) -> bytes:
         """Compact JSON."""
-        doc = {"problem": self.problem, "first": self.first, "cases": self.cases}
+        doc = {"format": FORMAT, "problem": self.problem, "first": self.first, "cases": self.cases}
         return json.dumps(doc, separators=(",", ":")).encode()
 
     @classmethod
@@ -31,7 +36,13 @@ class ChunkPayload:
         """Parse and check the shape; raise BadPayload otherwise."""
         try:
             doc = json.loads(data)
+            version = doc.get("format", 1)
             payload = cls(str(doc["problem"]), int(doc["first"]), list(doc["cases"]))
-        except (ValueError, KeyError, TypeError) as exc:
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise BadPayload(f"malformed chunk payload: {exc}") from None
+        if version != FORMAT:
+            raise BadPayload(
+                f"chunk payload of format {version} where this worker reads format {FORMAT}:"
+                " run the same gamebatch version on every machine"
+            )
         return payload

@@ -128,20 +128,20 @@ static PyObject *outcomes(PyObject *self, PyObject *args) {
     }
     int bad = 0;
     for (Py_ssize_t i = 0; i < len; i++)
-        bad |= (text[i] < 'a' || text[i] > 'z') && text[i] != '\n';
+        bad |= (text[i] < 'a' || text[i] > 'z') && text[i] != ' ';
     if (bad) {
         PyErr_SetString(PyExc_ValueError, "strings must be lowercase letters a-z");
         return NULL;
     }
     Py_ssize_t n = 1;
-    for (const char *p = memchr(text, '\n', (size_t)len); p;
-         p = memchr(p + 1, '\n', (size_t)(text + len - p - 1)))
+    for (const char *p = memchr(text, ' ', (size_t)len); p;
+         p = memchr(p + 1, ' ', (size_t)(text + len - p - 1)))
         n++;
     Word *w = PyMem_RawMalloc(sizeof(Word) * (size_t)n);
     if (w == NULL) return PyErr_NoMemory();
     const char *start = text, *end = text + len;
     for (Py_ssize_t i = 0; i < n; i++) {
-        const char *nl = memchr(start, '\n', (size_t)(end - start));
+        const char *nl = memchr(start, ' ', (size_t)(end - start));
         const char *stop = nl ? nl : end;
         w[i].s = start;
         w[i].n = stop - start;
@@ -161,7 +161,7 @@ static PyObject *outcomes(PyObject *self, PyObject *args) {
 
 static PyMethodDef methods[] = {
     {"outcomes", outcomes, METH_VARARGS,
-     "outcomes(strings joined by newlines, method=0) -> can_win | can_lose << 1\n"
+     "outcomes(strings joined by spaces, method=0) -> can_win | can_lose << 1\n"
      "method: 0 chooses, 1 the trie, 2 sorting (for tests)"},
     {NULL, NULL, 0, NULL},
 };
