@@ -27,6 +27,7 @@ from pathlib import Path
 
 from pipeline import toolkit
 from pipeline.embedded import RedisServer
+from pipeline.jobstore import JobState, JobStore, Progress
 from pipeline.problem import get_problem, read_cases
 from pipeline.tokens import TokenReader
 
@@ -118,6 +119,8 @@ def fresh_state() -> dict[str, str]:
     """An embedded Redis with nothing cached."""
     return {"GAMEBATCH_STATE_DIR": tempfile.mkdtemp(prefix="gamebatch-bench-")}
 
+
+JOB_GONE = Progress("", "", JobState.CANCELLED, None, 0, None, 0, {})
 
 # --- the figures -----------------------------------------------------------------------------
 
@@ -316,9 +319,34 @@ def worker_phase(path: Path, workers: int, expected: bytes) -> float:
             worker.wait()
 
 
+def production_time(paths: list[Path], producers: int) -> float:
+    """Seconds for `solve --producers N` to queue every chunk of these files (no workers)."""
+    with (
+        tempfile.TemporaryDirectory(prefix="gamebatch-produce-") as tmp,
+        RedisServer(Path(tmp) / "redis") as server,
+    ):
+        store = JobStore.from_url(server.url)
+        command = [sys.executable, "-m", "pipeline.cli", "solve", "-q", "-p", "strgame",
+                   *map(str, paths), "--out-dir", tmp, "--producers", str(producers)]  # fmt: skip
+        start = time.perf_counter()
+        solve = subprocess.Popen(command, env={**os.environ, "GAMEBATCH_BROKER_URL": server.url},
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+        try:
+            while True:
+                states = [(store.progress(job) or JOB_GONE).state for job in store.jobs()]
+                if len(states) == len(paths) and all(s == JobState.RUNNING for s in states):
+                    return time.perf_counter() - start
+                if solve.poll() is not None:
+                    raise SystemExit("production: solve ended early")
+                time.sleep(0.01)
+        finally:
+            solve.kill()
+            solve.wait()
+
+
 def scaling(data: Path, quick: bool) -> list[Row]:
     """The same CPU-bound job (large strgame tries) with one and with two worker processes."""
-    count = 24 if quick else 800
+    count = 24 if quick else 1600
     path = write_cases(data / f"scale-{count}.in", "strgame", "random", count, size=200000, seed=9)
     expected = solve_in_process("strgame", path)
     phase = {w: min(worker_phase(path, w, expected) for _ in range(3)) for w in (1, 2)}
@@ -328,7 +356,12 @@ def scaling(data: Path, quick: bool) -> list[Row]:
             "solve", "-q", "-p", "strgame", str(path), "-o", os.devnull, "--workers", str(w),
             env=fresh_state(),
         ))  # fmt: skip
-    speedup, whole = phase[1] / phase[2], ends[1] / ends[2]
+    files = [
+        write_cases(data / f"produce-{i}.in", "strgame", "random", count // 8, size=200000, seed=i)
+        for i in range(4)
+    ]
+    made = {n: min(production_time(files, n) for _ in range(2)) for n in (1, 2)}
+    speedup, whole, feed = phase[1] / phase[2], ends[1] / ends[2], made[1] / made[2]
     return [
         Row("scaling", "speed-up of 2 worker processes over 1 (tries of 2*10^5 letters, "
             "job queued first)",
@@ -337,6 +370,9 @@ def scaling(data: Path, quick: bool) -> list[Row]:
         Row("scaling", "the same, end to end: `solve` reads, queues and collects on the same "
             "2 cores", whole, None, "x", whole, "", None,
             f"1 worker {ends[1]:.2f} s, 2 workers {ends[2]:.2f} s"),
+        Row("scaling", "queueing 4 files with `solve --producers 2` over 1 (no workers)",
+            feed, None, "x", feed, "", None,
+            f"1 producer {made[1]:.2f} s, 2 producers {made[2]:.2f} s"),
     ]  # fmt: skip
 
 

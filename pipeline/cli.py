@@ -65,6 +65,11 @@ def _pipeline_commands(sub: Any) -> None:
     out.add_argument("-o", "--output", type=Path, help="result file (one input)")
     out.add_argument("--out-dir", type=Path, help="folder for DIR/<input name>.out")
     p.add_argument("--workers", type=int, help="local worker processes (default: CPUs)")
+    p.add_argument(
+        "--producers", type=int,
+        help="input files read at once, each in a process (default: for inputs of 32 MiB or"
+        " more, one per CPU not taken by local workers)",
+    )  # fmt: skip
     _lane_option(p)
     p.add_argument("-q", "--quiet", action="store_true", help="no progress display")
     p.add_argument(
@@ -157,6 +162,7 @@ def _settings(args: argparse.Namespace, need_broker: bool) -> Settings:
         args.config,
         broker_url=getattr(args, "broker", None),
         workers=getattr(args, "workers", None),
+        producers=getattr(args, "producers", None),
     )
     if need_broker and not settings.broker_url:
         raise UsageError(

@@ -42,6 +42,7 @@ class Settings(_Section):
 
     broker_url: str | None = None  # None: start an embedded Redis and local workers
     workers: int | None = Field(None, gt=0)  # embedded mode's local worker processes
+    producers: int | None = Field(None, gt=0)  # `solve` reading inputs at once; None: auto
     state_dir: str | None = None  # embedded Redis data; None: XDG state folder, "": none
     concurrency: int | None = Field(None, gt=0)  # pool processes of `gamebatch worker`
     events: bool = False  # workers send task events (for Flower and `celery events`)

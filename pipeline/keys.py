@@ -1,9 +1,10 @@
 """The Redis key schema: every key gamebatch writes, in one place.
 
-gb:job:{job}              hash   manifest: problem, input, state, chunk settings, mode,
-                                 chunks and total (set once every chunk is queued),
-                                 done_chunks, done_cases, started and answered (Redis
-                                 clock at the first chunk's start and the latest answers)
+gb:job:{job}              hash   manifest: problem, input, state, chunk settings, lane,
+                                 producer (host:pid), chunks and total (set once every
+                                 chunk is queued), done_chunks, done_cases, started and
+                                 answered (Redis clock at the first chunk's start and at
+                                 the latest answers)
 gb:job:{job}:in:{i}       string JSON payload of chunk i ({"format", "problem", "first", "cases"});
                                  deleted when its answers are stored
 gb:job:{job}:out          hash   chunk index -> answer digits, one per case (index into the

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import hashlib
+import os
+import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -82,6 +84,7 @@ def submit(
             "target_work": settings.chunk.target_work,
             "max_cases": settings.chunk.max_cases,
             "lane": lane,
+            "producer": f"{socket.gethostname()}:{os.getpid()}",
         },
     )
     progress = store.progress(job_id)

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import os
+import signal
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pipeline import collector, producer
 from pipeline.collector import INVALID_WORD, JobLost
@@ -20,6 +23,9 @@ from pipeline.problem import Problem, get_problem
 from pipeline.progress import Progress
 from pipeline.recovery import Recovery
 
+if TYPE_CHECKING:
+    from multiprocessing.sharedctypes import Synchronized
+
 LOST_JOB_RETRIES = 3
 
 
@@ -30,6 +36,7 @@ class Cluster:
     settings: Settings  # with broker_url set
     store: JobStore
     check: Callable[[], None]
+    local_workers: int = 0  # worker processes this command started on this machine
 
     @cached_property
     def send(self) -> producer.Send:
@@ -69,7 +76,7 @@ def cluster(settings: Settings, *, workers: bool = True) -> Iterator[Cluster]:
         bound = settings.model_copy(update={"broker_url": local.url})
         store = JobStore.from_url(local.url, command=True)
         try:
-            yield Cluster(bound, store, local.check)
+            yield Cluster(bound, store, local.check, count)
         finally:
             if local.redis is not None:
                 store.wait_for_other_commands()
@@ -111,13 +118,26 @@ def solve(
                 on_progress=on_progress,
             )  # fmt: skip
 
-        submitted = []
-        for item in files:
+        def submit_or_error(item: FileJob) -> producer.Submitted | str:
             try:
-                submitted.append((item, submit(item)))
+                return submit(item)
             except InputError as exc:
-                report(f"error: {exc}")
+                return f"error: {exc}"
+
+        producers = producer_count(c.settings, [item.input for item in files], c.local_workers)
+        if producers > 1:
+            results: Iterable[producer.Submitted | str] = _produce_in_parallel(
+                c, problem, files, producers, progress, keep_going=keep_going, lane=lane
+            )
+        else:
+            results = map(submit_or_error, files)  # one file after the other, in this process
+        submitted = []
+        for item, result in zip(files, results, strict=True):
+            if isinstance(result, str):
+                report(result)
                 status = 2
+            else:
+                submitted.append((item, result))
         for item, first in submitted:
             job = first
             for attempt in range(1, LOST_JOB_RETRIES + 1):
@@ -137,6 +157,97 @@ def solve(
                 status = 2
     progress.close()
     return status
+
+
+PARALLEL_MIN_BYTES = 32 << 20  # below this much input, starting producers costs more than it saves
+
+
+def producer_count(settings: Settings, inputs: list[Path], local_workers: int = 0) -> int:
+    """Producer processes for these inputs: `producers`, else for large inputs one per CPU
+    that local workers leave free (on a machine that also solves, more would only compete)."""
+    if settings.producers is not None:
+        return min(settings.producers, len(inputs))
+    if len(inputs) < 2 or sum(_size(path) for path in inputs) < PARALLEL_MIN_BYTES:
+        return 1
+    return max(1, min((os.cpu_count() or 1) - local_workers, len(inputs)))
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0  # the producer reports it
+
+
+def _produce_in_parallel(
+    c: Cluster,
+    problem: Problem,
+    files: list[FileJob],
+    producers: int,
+    progress: Progress,
+    *,
+    keep_going: bool,
+    lane: str,
+) -> list[producer.Submitted | str]:
+    """Queue the files from `producers` processes at once, as a single producer is the usual
+    bottleneck (it reads and validates about as fast as one worker solves)."""
+    context = multiprocessing.get_context("spawn")  # nothing of this process's sockets
+    counted = context.Value("q", 0)
+    pool = context.Pool(producers, initializer=_start_producer, initargs=(counted,))
+    try:
+        pending = [
+            pool.apply_async(_produce, (c.settings, problem.name, item.input, keep_going,
+                                        producer.choose_lane(item.input, c.settings, lane)))
+            for item in files
+        ]  # fmt: skip
+        seen = 0
+        while not all(result.ready() for result in pending):
+            next(r for r in pending if not r.ready()).wait(c.settings.poll_interval * 4)
+            c.check()
+            total = int(counted.value)
+            progress.add_total(total - seen)
+            seen = total
+        progress.add_total(int(counted.value) - seen)
+        results = [result.get() for result in pending]
+    except BaseException:
+        pool.terminate()
+        raise
+    finally:
+        pool.close()
+        pool.join()
+    return results
+
+
+_cases_counted: Synchronized[int] | None = None  # in a producer process: shared with `solve`
+
+
+def _start_producer(counted: Synchronized[int]) -> None:
+    global _cases_counted  # noqa: PLW0603 - one counter per producer process
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # `solve` decides what an interrupt stops
+    _cases_counted = counted
+
+
+def _count_cases(cases: int) -> None:
+    if _cases_counted is not None:
+        with _cases_counted.get_lock():
+            _cases_counted.value += cases
+
+
+def _produce(
+    settings: Settings, name: str, path: Path, keep_going: bool, lane: str
+) -> producer.Submitted | str:
+    """One input file, in a producer process; a bad input comes back as its error line."""
+    store = JobStore.from_url(settings.broker_url or "", command=True)
+    try:
+        return producer.submit(
+            get_problem(name), path, store, Cluster(settings, store, lambda: None).send,
+            settings, window=settings.chunk.window, keep_going=keep_going, lane=lane,
+            on_cases=_count_cases,
+        )  # fmt: skip
+    except InputError as exc:
+        return f"error: {exc}"
+    finally:
+        store.client.close()
 
 
 def collect(

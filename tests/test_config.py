@@ -93,3 +93,25 @@ def test_passwords_are_masked() -> None:
     assert mask_url("rediss://user:s3cret@host/1") == "rediss://user:***@host/1"
     assert mask_url("redis://host:6379/0") == "redis://host:6379/0"
     assert "s3cret" not in mask_url("redis://:s3cret@host")
+
+
+def test_producers_read_large_inputs_on_the_cpus_that_workers_leave_free(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pipeline.service import PARALLEL_MIN_BYTES, producer_count
+
+    monkeypatch.setattr("os.cpu_count", lambda: 8)
+    small = [tmp_path / f"s{i}.in" for i in range(3)]
+    large = [tmp_path / f"l{i}.in" for i in range(3)]
+    for path in small:
+        path.write_text("1\n1 1\na\n")
+    for path in large:
+        with path.open("wb") as out:
+            out.truncate(PARALLEL_MIN_BYTES // 2)  # sparse: three of them are large enough
+    auto = load_settings()
+    assert producer_count(auto, small) == 1
+    assert producer_count(auto, large[:1]) == 1  # one file: nothing to share
+    assert producer_count(auto, large) == 3  # a submitting machine: one per file
+    assert producer_count(auto, large, local_workers=6) == 2
+    assert producer_count(auto, large, local_workers=8) == 1  # the embedded default
+    assert producer_count(load_settings(producers=2), small) == 2

@@ -80,6 +80,51 @@ def test_bad_file_exits_2_with_one_line_and_no_result(tmp_path: Path) -> None:
     assert not (tmp_path / "r.out").exists()
 
 
+def test_several_producers_read_files_at_once(
+    tmp_path: Path, redis_server: RedisServer, workers: Workers
+) -> None:
+    inputs = write_dataset(tmp_path, "strgame", files=3, cases=30, seed=11)
+    bad = tmp_path / "bad.in"
+    bad.write_text("2\n1 1\na\n1 1\nB\n")
+    inputs.insert(2, bad)
+    out = tmp_path / "out"
+    out.mkdir()
+    # A window of one chunk holds each producer on its file until workers answer: with no
+    # workers yet, three files must be in production at once, by three other processes.
+    env = command_env(GAMEBATCH_CHUNK__WINDOW="1", **SMALL_CHUNKS)
+    solve = subprocess.Popen(
+        [sys.executable, "-m", "pipeline.cli", "solve", "-q", "-p", "strgame",
+         *map(str, inputs), "--out-dir", str(out), "--broker", redis_server.url,
+         "--producers", "3"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )  # fmt: skip
+    try:
+        store = JobStore.from_url(redis_server.url)
+        deadline = time.monotonic() + 30
+        while len(store.jobs()) < 3:
+            assert time.monotonic() < deadline and solve.poll() is None, solve.stderr
+            time.sleep(0.05)
+        time.sleep(0.5)
+        manifests = [store.manifest(job) or {} for job in store.jobs()]
+        assert len(manifests) == 3
+        pids = {m["producer"].rpartition(":")[2] for m in manifests}
+        assert len(pids) == 3 and str(solve.pid) not in pids
+        workers.start(concurrency=2)
+        _, stderr = solve.communicate(timeout=60)
+    finally:
+        solve.kill()
+    assert solve.returncode == 2
+    assert stderr.strip().splitlines() == [
+        f"gamebatch: error: {bad}:5: case 2: string 1 of 1 has 'B' at position 1:"
+        " only lowercase letters a-z are allowed"
+    ]
+    problem = get_problem("strgame")
+    good = [path for path in inputs if path != bad]
+    for path in good:
+        assert (out / f"{path.name}.out").read_text() == answers(problem, path.read_text())
+    assert sorted(p.name for p in out.iterdir()) == sorted(f"{p.name}.out" for p in good)
+
+
 @pytest.mark.parametrize(
     "args",
     [
