@@ -26,9 +26,12 @@ from importlib.metadata import version
 from pathlib import Path
 
 from pipeline import toolkit
+from pipeline.chunking import chunk_cases
+from pipeline.config import load_settings
 from pipeline.embedded import RedisServer
 from pipeline.jobstore import JobState, JobStore, Progress
-from pipeline.problem import get_problem, read_cases
+from pipeline.messages import ChunkPayload
+from pipeline.problem import Problem, get_problem, read_batches, read_cases
 from pipeline.tokens import TokenReader
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -319,6 +322,46 @@ def worker_phase(path: Path, workers: int, expected: bytes) -> float:
             worker.wait()
 
 
+def stage_rates(data: Path, quick: bool) -> list[Row]:
+    """The inputs of the sizing model: MB of input per second on one core, for the producer
+    (read, validate, chunk, encode) and for a worker (decode, solve), per kind of input."""
+    rows = []
+    settings = load_settings()
+    kinds = [("strgame", "random"), ("strgame", "singles"), ("strgame", "long"),
+             ("pathgame", "random"), ("pathgame", "small")]  # fmt: skip
+    for game, shape in kinds:
+        problem = get_problem(game)
+        problem.prepare(None)
+        size = 1000 if game == "pathgame" else 200000
+        cases = (20 if quick else 200) * (50 if shape == "small" else 1)
+        count = cases * (200 if game == "pathgame" else 1)
+        path = write_cases(data / f"rate-{game}-{shape}.in", game, shape, count, size=size, seed=5)
+        payloads: list[bytes] = []
+
+        def produce(
+            problem: Problem = problem, path: Path = path, out: list[bytes] = payloads
+        ) -> None:
+            out.clear()
+            with path.open("rb") as stream:
+                batches = read_batches(problem, TokenReader(stream, str(path)))
+                for chunk in chunk_cases(batches, problem.work, settings.chunk.target_work,
+                                         settings.chunk.max_cases):  # fmt: skip
+                    out.append(ChunkPayload(problem.name, chunk.first, chunk.cases).encode())
+
+        def solve(problem: Problem = problem, payloads: list[bytes] = payloads) -> None:
+            for raw in payloads:
+                for case in ChunkPayload.decode(raw).cases:
+                    problem.solve(case)
+
+        megabytes = path.stat().st_size / 1e6
+        produced = megabytes / best_of(3, produce)
+        solved = megabytes / best_of(3, solve)
+        rows.append(Row("stage rates", f"{game} {shape}: producer / one worker, MB/s per core",
+                        produced, solved, "MB/s", produced / solved, "", None,
+                        f"one producer keeps {produced / solved:.2f} workers busy"))  # fmt: skip
+    return rows
+
+
 def production_time(paths: list[Path], producers: int) -> float:
     """Seconds for `solve --producers N` to queue every chunk of these files (no workers)."""
     with (
@@ -441,6 +484,7 @@ def main() -> int:
         "overhead": lambda: overhead(data, args.quick),
         "memory": lambda: memory(data, args.quick),
         "startup": lambda: startup(data, args.quick),
+        "stage_rates": lambda: stage_rates(data, args.quick),
         "scaling": lambda: scaling(data, args.quick),
     }
     rows: list[Row] = []
