@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import queue
 import signal
 import sys
 from collections.abc import Callable, Iterable, Iterator
@@ -11,12 +12,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pipeline import collector, producer
 from pipeline.collector import INVALID_WORD, JobLost
 from pipeline.config import LANES, Settings, default_state_dir, lane_queue
-from pipeline.errors import InputError
+from pipeline.errors import GamebatchError, InputError
 from pipeline.jobstore import JobStore
 from pipeline.jobstore import Progress as JobProgress
 from pipeline.problem import Problem, get_problem
@@ -192,49 +193,74 @@ def _produce_in_parallel(
     """Queue the files from `producers` processes at once, as a single producer is the usual
     bottleneck (it reads and validates about as fast as one worker solves)."""
     context = multiprocessing.get_context("spawn")  # nothing of this process's sockets
+    todo, done = context.Queue(), context.Queue()
     counted = context.Value("q", 0)
-    pool = context.Pool(producers, initializer=_start_producer, initargs=(counted,))
+    for index, item in enumerate(files):
+        lane_of = producer.choose_lane(item.input, c.settings, lane)
+        todo.put((index, (c.settings, problem.name, item.input, keep_going, lane_of)))
+    processes = [
+        context.Process(target=_producer_process, args=(todo, done, counted), daemon=True)
+        for _ in range(producers)
+    ]
+    for process in processes:
+        todo.put(None)  # one "no more files" each
+        process.start()
+    results: dict[int, producer.Submitted | str | BaseException] = {}
+    seen = 0
     try:
-        pending = [
-            pool.apply_async(_produce, (c.settings, problem.name, item.input, keep_going,
-                                        producer.choose_lane(item.input, c.settings, lane)))
-            for item in files
-        ]  # fmt: skip
-        seen = 0
-        while not all(result.ready() for result in pending):
-            next(r for r in pending if not r.ready()).wait(c.settings.poll_interval * 4)
+        while len(results) < len(files):
+            try:
+                index, result = done.get(timeout=c.settings.poll_interval * 4)
+                results[index] = result
+            except queue.Empty:
+                if any(p.exitcode not in (None, 0) for p in processes):
+                    raise GamebatchError(
+                        "a producer process died (killed, or out of memory); run the command"
+                        " again: what was queued is kept"
+                    ) from None
             c.check()
-            total = int(counted.value)
-            progress.add_total(total - seen)
-            seen = total
-        progress.add_total(int(counted.value) - seen)
-        results = [result.get() for result in pending]
-    except BaseException:
-        pool.terminate()
-        raise
+            progress.add_total(int(counted.value) - seen)
+            seen = int(counted.value)
     finally:
-        pool.close()
-        pool.join()
-    return results
+        for process in processes:
+            if process.exitcode is None and len(results) < len(files):
+                process.terminate()  # stop those in the middle of a file
+            process.join()
+    ordered = [results[i] for i in range(len(files))]
+    for result in ordered:
+        if isinstance(result, BaseException):
+            raise result
+    return ordered  # type: ignore[return-value]
 
 
-_cases_counted: Synchronized[int] | None = None  # in a producer process: shared with `solve`
-
-
-def _start_producer(counted: Synchronized[int]) -> None:
-    global _cases_counted  # noqa: PLW0603 - one counter per producer process
+def _producer_process(
+    todo: multiprocessing.Queue[Any], done: multiprocessing.Queue[Any], counted: Synchronized[int]
+) -> None:
+    """A producer process: queue the files it is handed until it gets None."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # `solve` decides what an interrupt stops
-    _cases_counted = counted
 
+    def count(cases: int) -> None:
+        with counted.get_lock():
+            counted.value += cases
 
-def _count_cases(cases: int) -> None:
-    if _cases_counted is not None:
-        with _cases_counted.get_lock():
-            _cases_counted.value += cases
+    while (task := todo.get()) is not None:
+        index, args = task
+        try:
+            done.put((index, _produce(*args, on_cases=count)))
+        except GamebatchError as exc:
+            done.put((index, exc))
+        except Exception as exc:  # sent to `solve`, which reports it
+            done.put((index, GamebatchError(f"{args[2]}: {type(exc).__name__}: {exc}")))
 
 
 def _produce(
-    settings: Settings, name: str, path: Path, keep_going: bool, lane: str
+    settings: Settings,
+    name: str,
+    path: Path,
+    keep_going: bool,
+    lane: str,
+    *,
+    on_cases: Callable[[int], None],
 ) -> producer.Submitted | str:
     """One input file, in a producer process; a bad input comes back as its error line."""
     store = JobStore.from_url(settings.broker_url or "", command=True)
@@ -242,7 +268,7 @@ def _produce(
         return producer.submit(
             get_problem(name), path, store, Cluster(settings, store, lambda: None).send,
             settings, window=settings.chunk.window, keep_going=keep_going, lane=lane,
-            on_cases=_count_cases,
+            on_cases=on_cases,
         )  # fmt: skip
     except InputError as exc:
         return f"error: {exc}"

@@ -114,6 +114,46 @@ def test_collector_killed_and_rerun(
     assert out.read_text() == expected
 
 
+def test_a_killed_producer_process_ends_solve_with_one_line(
+    tmp_path: Path, redis_server: RedisServer, workers: Workers
+) -> None:
+    files = []
+    for i in range(2):
+        path = tmp_path / f"{i}.in"
+        path.write_text(dataset(tmp_path, cases=200)[0].read_text().replace("\n", "\n\n", i))
+        files.append(path)
+    out = tmp_path / "out"
+    out.mkdir()
+    broker = ["--broker", redis_server.url, "--producers", "2", "--out-dir", str(out)]
+    # No workers and a window of one chunk: both producers wait on their first chunk.
+    solve = start_solve(*map(str, files), *broker, env={"GAMEBATCH_CHUNK__WINDOW": "1"})
+    store = JobStore.from_url(redis_server.url)
+    deadline = time.monotonic() + 30
+    while len(store.jobs()) < 2:
+        assert time.monotonic() < deadline and solve.poll() is None
+        time.sleep(0.05)
+    victim, other = (
+        int((store.manifest(job) or {})["producer"].rpartition(":")[2]) for job in store.jobs()
+    )
+    os.kill(victim, signal.SIGKILL)
+    _, stderr = solve.communicate(timeout=30)
+    assert solve.returncode == 1
+    with pytest.raises(ProcessLookupError):
+        os.kill(other, 0)  # the other producer was stopped too, not left reading
+    assert stderr.strip().splitlines() == [
+        "gamebatch: error: a producer process died (killed, or out of memory); run the command"
+        " again: what was queued is kept"
+    ]
+    assert list(out.iterdir()) == []
+    workers.start(concurrency=2)  # the re-run finishes both files
+    again = start_solve(*map(str, files), *broker)
+    _, stderr = again.communicate(timeout=120)
+    assert again.returncode == 0, stderr
+    problem = get_problem("strgame")
+    for path in files:
+        assert (out / f"{path.name}.out").read_text() == answers(problem, path.read_text())
+
+
 def test_embedded_solve_killed_and_rerun(tmp_path: Path) -> None:
     path, expected = dataset(tmp_path)
     state = tmp_path / "state"
