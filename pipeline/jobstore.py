@@ -337,6 +337,15 @@ class JobStore:
         ):
             time.sleep(poll)
 
+    def claim_sweep(self, holder: str, seconds: float) -> bool:
+        """Take the right to sweep for lost chunks for `seconds`, unless another has it."""
+        return bool(self.client.set(keys.SWEEP, holder, nx=True, px=max(int(seconds * 1000), 1)))
+
+    def now(self) -> float:
+        """The Redis clock, which job timestamps use."""
+        seconds, micros = self.client.time()
+        return float(seconds) + float(micros) / 1e6
+
     def queue_length(self, queue: str) -> int:
         """Messages waiting in a Celery queue of the Redis transport."""
         return int(self.client.llen(queue))

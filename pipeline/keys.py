@@ -16,6 +16,7 @@ gb:job:{job}:cursor       hash   chunk index -> case being solved, on a retried 
 gb:job:{job}:lease:{i}    string worker holding chunk i; expires unless refreshed
 gb:job:{job}:invalid      list   errors of invalid cases let through by --keep-going
 gb:jobs                   zset   job ids by creation time
+gb:sweep                  string worker looking for lost chunks this round; expires
 gb:table:{name}           string shared tables (Grundy tables), computed once per cluster
 """
 
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 PREFIX = "gb"
 JOBS = f"{PREFIX}:jobs"
+SWEEP = f"{PREFIX}:sweep"
 
 
 def job(job_id: str) -> str:

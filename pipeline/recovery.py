@@ -1,11 +1,11 @@
-"""Re-queueing chunks whose worker vanished, run by every waiting collector."""
+"""Re-queueing chunks whose worker vanished: by every waiting collector, and by workers."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
 
-from pipeline.jobstore import JobStore, Progress
+from pipeline.jobstore import JobState, JobStore, Progress
 from pipeline.producer import Send
 
 
@@ -54,3 +54,30 @@ class Recovery:
         for index in sorted(indexes):
             self.send(progress.job_id, index)
         self.requeued += len(indexes)
+
+
+def sweep(store: JobStore, send: Send, queued: Callable[[], int], *, stall: float) -> int:
+    """One pass over every unfinished job, needing no state of its own (workers run it).
+
+    Re-queues the chunks whose lease expired without answers and, in a job with no answers
+    for `stall` seconds while no message waits and no worker holds any of its chunks, every
+    chunk still waiting. Returns how many chunks were queued.
+    """
+    sent = 0
+    for job_id in store.jobs():
+        progress = store.progress(job_id)
+        if progress is None or progress.state not in (JobState.PRODUCING, JobState.RUNNING):
+            continue
+        indexes = set(store.abandoned(job_id))
+        last = progress.answered or progress.started
+        if (
+            last is not None
+            and store.now() - last > stall
+            and queued() == 0
+            and not store.leased(job_id)
+        ):
+            indexes.update(store.unleased(job_id))
+        for index in sorted(indexes):
+            send(job_id, index)
+        sent += len(indexes)
+    return sent

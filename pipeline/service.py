@@ -42,18 +42,9 @@ class Cluster:
     @cached_property
     def send(self) -> producer.Send:
         """A function that queues one chunk task, in its job's lane."""
-        from workers.celery_app import TASK_NAME, create_app
+        from workers.celery_app import create_app, lane_sender
 
-        app = create_app(self.settings)
-        lanes: dict[str, str] = {}
-
-        def send(job_id: str, index: int) -> None:
-            if job_id not in lanes:
-                manifest = self.store.manifest(job_id) or {}
-                lanes[job_id] = lane_queue(self.settings, manifest.get("lane", "bulk"))
-            app.send_task(TASK_NAME, args=[job_id, index], queue=lanes[job_id])
-
-        return send
+        return lane_sender(create_app(self.settings), self.store, self.settings)
 
     def queued_messages(self) -> int:
         """Messages waiting in every lane."""

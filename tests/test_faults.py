@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.embedded import RedisServer
-from pipeline.jobstore import JobStore
+from pipeline.jobstore import JobState, JobStore
 from pipeline.problem import get_problem
 from tests.conftest import Workers, run_reference
 from tests.helpers import answers, command_env, input_text, random_cases
@@ -77,6 +77,40 @@ def test_whole_worker_killed_mid_job(
     workers.start(concurrency=2, **FAULT_ENV)
     finish(solve)
     assert (tmp_path / "out").read_text() == expected
+
+
+@pytest.mark.parametrize("messages_lost", [False, True])
+def test_workers_recover_a_detached_job_from_a_lost_worker(
+    tmp_path: Path, redis_server: RedisServer, workers: Workers, messages_lost: bool
+) -> None:
+    path, expected = dataset(tmp_path)
+    first = workers.start(concurrency=2, **FAULT_ENV)
+    env, broker = command_env(**FAULT_ENV), ["--broker", redis_server.url]
+    submitted = subprocess.run(
+        [sys.executable, "-m", "pipeline.cli", "submit", "-p", "strgame", str(path), *broker],
+        env=env, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    job = submitted.stdout.split()[-1]
+    wait_for_progress(redis_server.url, 0.2, 4000)
+    os.killpg(first.pid, signal.SIGKILL)  # a machine lost, its chunks unacknowledged for an hour
+    if messages_lost:  # and the queued messages with it (the broker's data lost, say)
+        client = JobStore.from_url(redis_server.url).client
+        lanes = list(client.scan_iter(match="gamebatch.*"))
+        assert lanes and client.delete(*lanes)
+    workers.start(concurrency=2, **FAULT_ENV)
+    # Nobody waits on the job: only the workers' sweep can queue the lost chunks again.
+    store = JobStore.from_url(redis_server.url)
+    deadline = time.monotonic() + 60
+    while (store.progress(job) or pytest.fail("job gone")).state != JobState.COMPLETE:
+        assert time.monotonic() < deadline, store.progress(job)
+        time.sleep(0.1)
+    out = tmp_path / "out"
+    collected = subprocess.run(
+        [sys.executable, "-m", "pipeline.cli", "collect", job, "-o", str(out), *broker],
+        env=env, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert collected.returncode == 0, collected.stderr
+    assert out.read_text() == expected
 
 
 def test_pool_child_killed_mid_job(

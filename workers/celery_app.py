@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import logging
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable
 from functools import cache
 from typing import Any
 
@@ -52,7 +58,21 @@ def create_app(settings: Settings) -> Celery:
     from workers.tasks import register
 
     register(app, settings)
+    app.gamebatch_settings = settings  # for the sweeper
     return app
+
+
+def lane_sender(app: Celery, store: JobStore, settings: Settings) -> Callable[[str, int], None]:
+    """A function that queues one chunk task of a job, in the job's lane."""
+    lanes: dict[str, str] = {}
+
+    def send(job_id: str, index: int) -> None:
+        if job_id not in lanes:
+            manifest = store.manifest(job_id) or {}
+            lanes[job_id] = lane_queue(settings, manifest.get("lane", "bulk"))
+        app.send_task(TASK_NAME, args=[job_id, index], queue=lanes[job_id])
+
+    return send
 
 
 @cache
@@ -75,3 +95,34 @@ def _prepare_tables(sender: Any = None, **_: Any) -> None:
     cache_ = JobStore.from_url(url) if url else None
     for problem in registry().values():
         problem.prepare(cache_)
+
+
+@signals.worker_ready.connect  # type: ignore[untyped-decorator]
+def _start_sweeper(sender: Any = None, **_: Any) -> None:
+    """In each worker's main process: look for chunks lost with their worker, so that jobs
+    recover even when no `solve` or `collect` is waiting on them."""
+    settings = getattr(getattr(sender, "app", None), "gamebatch_settings", None)
+    if settings is not None:
+        threading.Thread(
+            target=_sweep_forever, args=(sender.app, settings), name="gamebatch-sweeper",
+            daemon=True,
+        ).start()  # fmt: skip
+
+
+def _sweep_forever(app: Celery, settings: Settings) -> None:
+    from pipeline.recovery import sweep
+
+    store = JobStore.from_url(settings.broker_url or "")
+    send = lane_sender(app, store, settings)
+    holder, every = f"{socket.gethostname()}:{os.getpid()}", settings.lease_seconds / 3
+
+    def queued() -> int:
+        return sum(store.queue_length(lane_queue(settings, lane)) for lane in LANES)
+
+    while True:
+        time.sleep(every)
+        try:
+            if store.claim_sweep(holder, every):  # one sweeper per interval in the cluster
+                sweep(store, send, queued, stall=settings.stall_seconds)
+        except Exception as exc:  # a Redis outage: the next round tries again
+            logging.getLogger(__name__).warning("gamebatch sweeper: %s", exc)
