@@ -5,8 +5,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+from pipeline.config import LANES, Settings, lane_queue
 from pipeline.jobstore import JobState, JobStore, Progress
 from pipeline.producer import Send
+
+
+def queued_messages(store: JobStore, settings: Settings) -> int:
+    """Messages waiting in every lane."""
+    return sum(store.queue_length(lane_queue(settings, lane)) for lane in LANES)
 
 
 class Recovery:

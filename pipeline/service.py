@@ -16,13 +16,13 @@ from typing import TYPE_CHECKING, Any
 
 from pipeline import collector, producer
 from pipeline.collector import INVALID_WORD, JobLost
-from pipeline.config import LANES, Settings, default_state_dir, lane_queue
+from pipeline.config import Settings, default_state_dir
 from pipeline.errors import GamebatchError, InputError
 from pipeline.jobstore import JobStore
 from pipeline.jobstore import Progress as JobProgress
 from pipeline.problem import Problem, get_problem
 from pipeline.progress import Progress
-from pipeline.recovery import Recovery
+from pipeline.recovery import Recovery, queued_messages
 
 if TYPE_CHECKING:
     from multiprocessing.sharedctypes import Synchronized
@@ -48,7 +48,7 @@ class Cluster:
 
     def queued_messages(self) -> int:
         """Messages waiting in every lane."""
-        return sum(self.store.queue_length(lane_queue(self.settings, lane)) for lane in LANES)
+        return queued_messages(self.store, self.settings)
 
 
 @contextmanager

@@ -110,19 +110,16 @@ def _start_sweeper(sender: Any = None, **_: Any) -> None:
 
 
 def _sweep_forever(app: Celery, settings: Settings) -> None:
-    from pipeline.recovery import sweep
+    from pipeline.recovery import queued_messages, sweep
 
     store = JobStore.from_url(settings.broker_url or "")
     send = lane_sender(app, store, settings)
     holder, every = f"{socket.gethostname()}:{os.getpid()}", settings.lease_seconds / 3
-
-    def queued() -> int:
-        return sum(store.queue_length(lane_queue(settings, lane)) for lane in LANES)
-
     while True:
         time.sleep(every)
         try:
             if store.claim_sweep(holder, every):  # one sweeper per interval in the cluster
-                sweep(store, send, queued, stall=settings.stall_seconds)
+                sweep(store, send, lambda: queued_messages(store, settings),
+                      stall=settings.stall_seconds)  # fmt: skip
         except Exception as exc:  # a Redis outage: the next round tries again
             logging.getLogger(__name__).warning("gamebatch sweeper: %s", exc)
