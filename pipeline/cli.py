@@ -245,7 +245,7 @@ def _cmd_status(args: argparse.Namespace) -> int:
     settings = _settings(args, need_broker=False)
     with service.cluster(settings, workers=False) as c:
         ids = [args.job] if args.job else c.store.jobs()
-        found = [c.store.progress(job_id) for job_id in ids]
+        found = c.store.progress_of(ids)
         alive = [] if args.job else service.workers_alive(c)
     if args.job and found[0] is None:
         raise GamebatchError(f"job {args.job} does not exist")

@@ -193,33 +193,16 @@ class JobStore:
 
     def progress(self, job_id: str) -> Progress | None:
         """The job's counters, or None when it does not exist."""
+        return self.progress_of([job_id])[0]
+
+    def progress_of(self, job_ids: list[str]) -> list[Progress | None]:
+        """progress() of several jobs in one round trip."""
         with self.client.pipeline(transaction=False) as pipe:
-            pipe.hgetall(keys.job(job_id))
-            pipe.hgetall(keys.errors(job_id))
-            raw, raw_errors = pipe.execute()
-        if not raw:
-            return None
-        m = _decode(raw)
-        failures = {int(k): v for k, v in _decode(raw_errors).items()}
-        state = JobState(m.get("state", JobState.PRODUCING.value))
-        chunks = int(m["chunks"]) if "chunks" in m else None
-        done_chunks = int(m.get("done_chunks", 0))
-        if state == JobState.RUNNING and failures:
-            state = JobState.FAILED
-        elif state == JobState.RUNNING and done_chunks == chunks:
-            state = JobState.COMPLETE
-        return Progress(
-            job_id=job_id,
-            problem=m.get("problem", ""),
-            state=state,
-            total=int(m["total"]) if "total" in m else None,
-            done=int(m.get("done_cases", 0)),
-            chunks=chunks,
-            done_chunks=done_chunks,
-            failures=failures,
-            started=float(m["started"]) if "started" in m else None,
-            answered=float(m["answered"]) if "answered" in m else None,
-        )
+            for job_id in job_ids:
+                pipe.hgetall(keys.job(job_id))
+                pipe.hgetall(keys.errors(job_id))
+            replies = pipe.execute()
+        return [_progress(j, *replies[2 * i : 2 * i + 2]) for i, j in enumerate(job_ids)]
 
     def jobs(self) -> list[str]:
         """Known job ids, oldest first (ids whose manifest expired are dropped)."""
@@ -409,6 +392,35 @@ class JobStore:
     def set(self, name: str, value: bytes) -> None:
         """Store a shared table for every other worker."""
         self.client.set(keys.table(name), value)
+
+
+def _progress(
+    job_id: str, raw: dict[bytes, bytes], raw_errors: dict[bytes, bytes]
+) -> Progress | None:
+    """A job's counters from its manifest and errors hashes."""
+    if not raw:
+        return None
+    m = _decode(raw)
+    failures = {int(k): v for k, v in _decode(raw_errors).items()}
+    state = JobState(m.get("state", JobState.PRODUCING.value))
+    chunks = int(m["chunks"]) if "chunks" in m else None
+    done_chunks = int(m.get("done_chunks", 0))
+    if state == JobState.RUNNING and failures:
+        state = JobState.FAILED
+    elif state == JobState.RUNNING and done_chunks == chunks:
+        state = JobState.COMPLETE
+    return Progress(
+        job_id=job_id,
+        problem=m.get("problem", ""),
+        state=state,
+        total=int(m["total"]) if "total" in m else None,
+        done=int(m.get("done_cases", 0)),
+        chunks=chunks,
+        done_chunks=done_chunks,
+        failures=failures,
+        started=float(m["started"]) if "started" in m else None,
+        answered=float(m["answered"]) if "answered" in m else None,
+    )
 
 
 def _decode(raw: Any) -> dict[str, str]:

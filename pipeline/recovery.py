@@ -70,10 +70,10 @@ def sweep(store: JobStore, send: Send, queued: Callable[[], int], *, stall: floa
     chunk still waiting. Returns how many chunks were queued.
     """
     sent = 0
-    for job_id in store.jobs():
-        progress = store.progress(job_id)
+    for progress in store.progress_of(store.jobs()):
         if progress is None or progress.state not in (JobState.PRODUCING, JobState.RUNNING):
             continue
+        job_id = progress.job_id
         indexes = set(store.abandoned(job_id))
         last = progress.answered or progress.started
         if (
