@@ -69,19 +69,14 @@ def sweep(store: JobStore, send: Send, queued: Callable[[], int], *, stall: floa
     for `stall` seconds while no message waits and no worker holds any of its chunks, every
     chunk still waiting. Returns how many chunks were queued.
     """
-    sent = 0
+    sent, now = 0, store.now()
     for progress in store.progress_of(store.jobs()):
         if progress is None or progress.state not in (JobState.PRODUCING, JobState.RUNNING):
             continue
         job_id = progress.job_id
         indexes = set(store.abandoned(job_id))
         last = progress.answered or progress.started
-        if (
-            last is not None
-            and store.now() - last > stall
-            and queued() == 0
-            and not store.leased(job_id)
-        ):
+        if last is not None and now - last > stall and queued() == 0 and not store.leased(job_id):
             indexes.update(store.unleased(job_id))
         for index in sorted(indexes):
             send(job_id, index)
