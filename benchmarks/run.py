@@ -29,7 +29,7 @@ from pipeline import toolkit
 from pipeline.chunking import chunk_cases
 from pipeline.config import load_settings
 from pipeline.embedded import RedisServer
-from pipeline.jobstore import JobState, JobStore, Progress
+from pipeline.jobstore import JobState, JobStore
 from pipeline.messages import ChunkPayload
 from pipeline.problem import Problem, get_problem, read_batches, read_cases
 from pipeline.tokens import TokenReader
@@ -122,8 +122,6 @@ def fresh_state() -> dict[str, str]:
     """An embedded Redis with nothing cached."""
     return {"GAMEBATCH_STATE_DIR": tempfile.mkdtemp(prefix="gamebatch-bench-")}
 
-
-JOB_GONE = Progress("", "", JobState.CANCELLED, None, 0, None, 0, {})
 
 # --- the figures -----------------------------------------------------------------------------
 
@@ -376,7 +374,7 @@ def production_time(paths: list[Path], producers: int) -> float:
                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
         try:
             while True:
-                states = [(store.progress(job) or JOB_GONE).state for job in store.jobs()]
+                states = [p and p.state for p in store.progress_of(store.jobs())]
                 if len(states) == len(paths) and all(s == JobState.RUNNING for s in states):
                     return time.perf_counter() - start
                 if solve.poll() is not None:

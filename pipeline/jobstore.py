@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -118,6 +119,11 @@ class Progress:
 
 
 CLIENT_NAME = "gamebatch-cli"
+
+
+def this_process() -> str:
+    """host:pid, how leases, sweeps and manifests name the process holding them."""
+    return f"{socket.gethostname()}:{os.getpid()}"
 
 
 def connect(url: str, name: str = "gamebatch-worker") -> redis.Redis:

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import os
-import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -13,7 +11,7 @@ from pathlib import Path
 from pipeline.chunking import chunk_cases
 from pipeline.config import Settings
 from pipeline.errors import InputError, UsageError
-from pipeline.jobstore import JobStore, Progress
+from pipeline.jobstore import JobStore, Progress, this_process
 from pipeline.messages import ChunkPayload
 from pipeline.problem import Problem, read_batches
 from pipeline.tokens import TokenReader
@@ -84,7 +82,7 @@ def submit(
             "target_work": settings.chunk.target_work,
             "max_cases": settings.chunk.max_cases,
             "lane": lane,
-            "producer": f"{socket.gethostname()}:{os.getpid()}",
+            "producer": this_process(),
         },
     )
     progress = store.progress(job_id)

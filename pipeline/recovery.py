@@ -62,11 +62,11 @@ class Recovery:
         self.requeued += len(indexes)
 
 
-def sweep(store: JobStore, send: Send, queued: Callable[[], int], *, stall: float) -> int:
+def sweep(store: JobStore, send: Send, settings: Settings) -> int:
     """One pass over every unfinished job, needing no state of its own (workers run it).
 
     Re-queues the chunks whose lease expired without answers and, in a job with no answers
-    for `stall` seconds while no message waits and no worker holds any of its chunks, every
+    for `stall_seconds` while no message waits and no worker holds any of its chunks, every
     chunk still waiting. Returns how many chunks were queued.
     """
     sent, now = 0, store.now()
@@ -76,7 +76,12 @@ def sweep(store: JobStore, send: Send, queued: Callable[[], int], *, stall: floa
         job_id = progress.job_id
         indexes = set(store.abandoned(job_id))
         last = progress.answered or progress.started
-        if last is not None and now - last > stall and queued() == 0 and not store.leased(job_id):
+        if (
+            last is not None
+            and now - last > settings.stall_seconds
+            and queued_messages(store, settings) == 0
+            and not store.leased(job_id)
+        ):
             indexes.update(store.unleased(job_id))
         for index in sorted(indexes):
             send(job_id, index)

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
-import socket
 import threading
 import time
 from collections.abc import Callable
@@ -16,7 +14,7 @@ from kombu.entity import Queue
 
 from pipeline.config import LANES, Settings, lane_queue, load_settings
 from pipeline.errors import UsageError
-from pipeline.jobstore import JobStore
+from pipeline.jobstore import JobStore, this_process
 from pipeline.problem import registry
 
 TASK_NAME = "gamebatch.solve_chunk"
@@ -110,16 +108,15 @@ def _start_sweeper(sender: Any = None, **_: Any) -> None:
 
 
 def _sweep_forever(app: Celery, settings: Settings) -> None:
-    from pipeline.recovery import queued_messages, sweep
+    from pipeline.recovery import sweep
 
     store = JobStore.from_url(settings.broker_url or "")
     send = lane_sender(app, store, settings)
-    holder, every = f"{socket.gethostname()}:{os.getpid()}", settings.lease_seconds / 3
+    holder, every = this_process(), settings.lease_seconds / 3
     while True:
         time.sleep(every)
         try:
             if store.claim_sweep(holder, every):  # one sweeper per interval in the cluster
-                sweep(store, send, lambda: queued_messages(store, settings),
-                      stall=settings.stall_seconds)  # fmt: skip
+                sweep(store, send, settings)
         except Exception as exc:  # a Redis outage: the next round tries again
             logging.getLogger(__name__).warning("gamebatch sweeper: %s", exc)

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import os
-import socket
-
 from celery import Celery
 
 from pipeline.config import Settings
+from pipeline.jobstore import this_process
 from workers.runner import Policy, run_chunk
 
 
@@ -17,7 +15,7 @@ def register(app: Celery, settings: Settings) -> None:
 
     def solve_chunk(job_id: str, index: int) -> str:
         policy = Policy(
-            holder=f"{socket.gethostname()}:{os.getpid()}",
+            holder=this_process(),
             lease_seconds=settings.lease_seconds,
             max_attempts=settings.max_attempts,
         )
