@@ -11,6 +11,7 @@ _BLOCK = 1 << 20  # bytes read at once
 _WHITESPACE = b" \t\n\r\x0b\x0c"  # what bytes.split() splits on
 _TOKEN = re.compile(rb"[^ \t\n\r\x0b\x0c]+")
 _DIGITS = frozenset(b"0123456789")
+_MAX_DIGITS = 30  # longer integers are named too large without being parsed
 
 
 class _Block:
@@ -97,9 +98,16 @@ class TokenReader:
     def next_int(self, what: str, low: int, high: int) -> int:
         """The next token as an integer in [low, high]."""
         token = self.next(what)
-        if len(token) > 19 or not _DIGITS.issuperset(token):
+        negative = token[:1] == b"-"
+        digits = token[1:] if negative else token
+        if not digits or not _DIGITS.issuperset(digits):
             raise self.error(f"{what} must be an integer, got {shorten(token)}")
-        value = int(token)
+        significant = digits.lstrip(b"0") or b"0"  # leading zeros are accepted
+        if len(significant) > _MAX_DIGITS:  # out of any range: never parse a huge number
+            if negative:
+                raise self.error(f"{what} must be between {low} and {high}, got {shorten(token)}")
+            raise self.error(f"{what} is too large: {shorten(token)} is above {high}")
+        value = -int(significant) if negative else int(significant)
         if not low <= value <= high:
             raise self.error(f"{what} must be between {low} and {high}, got {value}")
         return value

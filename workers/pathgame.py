@@ -77,7 +77,8 @@ def read_batch(tokens: list[bytes]) -> list[Any]:
     top, bottom = b"|".join(tops), b"|".join(bottoms)
     valid = (
         list(map(len, tops)) == list(map(len, bottoms))
-        and top.count(b"|") == len(tops) - 1
+        and top.count(b"|") == len(tops) - 1  # no `|` inside a row: it would split it
+        and bottom.count(b"|") == len(bottoms) - 1
         and not top.translate(None, b".#|")
         and not bottom.translate(None, b".#|")
     )
