@@ -177,26 +177,47 @@ def _cmd_solve(args: argparse.Namespace) -> int:
 
     settings = _settings(args, need_broker=False)
     problem = get_problem(args.problem)
+    return service.solve(
+        settings, problem, _solve_targets(args), _err, quiet=args.quiet,
+        keep_going=args.keep_going, lane=args.lane,
+    )  # fmt: skip
+
+
+def _solve_targets(args: argparse.Namespace) -> list[Any]:
+    """Each input with its result file, checked before any work: every input readable,
+    every output writable, no output replacing an input or another input's result."""
+    from pipeline import service
+    from pipeline.files import check_output
+
     if len(args.inputs) > 1 and args.output:
         raise UsageError("-o takes one input; use --out-dir DIR for several")
+    if len(args.inputs) > 1 and args.out_dir is None:
+        raise UsageError("several inputs need --out-dir DIR")
     for path in args.inputs:
         if not path.is_file():
             raise UsageError(f"cannot read {path}: no such file")
-    target_dir = args.out_dir or (args.output.parent if args.output else None)
-    if target_dir is not None and not target_dir.is_dir():
-        raise UsageError(f"output folder {target_dir} does not exist")
     if args.out_dir is not None:
+        try:
+            args.out_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UsageError(f"cannot create folder {args.out_dir}: {exc.strerror}") from None
         files = [service.FileJob(p, args.out_dir / f"{p.name}.out") for p in args.inputs]
-    elif args.output is not None:
-        files = [service.FileJob(args.inputs[0], args.output)]
-    elif len(args.inputs) == 1:
-        files = [service.FileJob(args.inputs[0], None)]
     else:
-        raise UsageError("several inputs need --out-dir DIR")
-    return service.solve(
-        settings, problem, files, _err, quiet=args.quiet, keep_going=args.keep_going,
-        lane=args.lane,
-    )  # fmt: skip
+        files = [service.FileJob(args.inputs[0], args.output)]
+    claimed: dict[str, Path] = {}
+    for item in files:
+        if item.output is None:
+            continue
+        for out in (item.output, *([service.errors_file(item.output)] if args.keep_going else [])):
+            key = os.path.realpath(out)
+            if key in claimed:
+                raise UsageError(
+                    f"{claimed[key]} and {item.input} would both write {out}: give the inputs"
+                    " different names, or solve them into different folders"
+                )
+            claimed[key] = item.input
+            check_output(out, args.inputs)
+    return files
 
 
 def _cmd_submit(args: argparse.Namespace) -> int:
@@ -217,11 +238,11 @@ def _cmd_submit(args: argparse.Namespace) -> int:
 
 def _cmd_collect(args: argparse.Namespace) -> int:
     from pipeline import service
+    from pipeline.files import check_output
     from pipeline.progress import Progress
 
     settings = _settings(args, need_broker=False)
-    if not (args.output.parent or Path(".")).is_dir():
-        raise UsageError(f"output folder {args.output.parent} does not exist")
+    check_output(args.output)
     with service.cluster(settings) as c:
         problem = service.problem_of(c.store, args.job)
         progress = Progress("collect", enabled=not args.quiet)
@@ -301,18 +322,21 @@ def _cmd_gen(args: argparse.Namespace) -> int:
     import io
 
     from pipeline import toolkit
+    from pipeline.files import check_output
     from pipeline.problem import get_problem
 
     problem = get_problem(args.problem)
     if args.cases < 1 or args.size < 1:
         raise UsageError("--cases and --size must be at least 1")
+    if args.output is not None:
+        check_output(args.output)
     cases = list(toolkit.generate(problem, args.cases, args.seed, args.shape, args.size))
     text = io.StringIO()
     toolkit.write_input(problem, cases, text)
     if args.output is None:
         sys.stdout.write(text.getvalue())
     else:
-        from pipeline.collector import atomic_write
+        from pipeline.files import atomic_write
 
         atomic_write(args.output, text.getvalue())
     return 0
@@ -360,8 +384,8 @@ def _cmd_stress(args: argparse.Namespace) -> int:
 
 def _cmd_grade(args: argparse.Namespace) -> int:
     from pipeline import grade_service, reports, toolkit
-    from pipeline.collector import atomic_write
     from pipeline.config import load_scoring
+    from pipeline.files import atomic_write, check_output
     from pipeline.grading import Scoring
     from pipeline.problem import get_problem
 
@@ -369,6 +393,12 @@ def _cmd_grade(args: argparse.Namespace) -> int:
     problem = get_problem(args.problem)
     bulk = args.tests is not None or args.submissions is not None
     tests, subs = _grade_layout(args, bulk)
+    graded = [t.input for t in tests] + [s.path for s in subs if s.path is not None]
+    reports_ = [p for p in (args.json, args.junit, args.scoreboard) if p is not None]
+    if len({os.path.realpath(p) for p in reports_}) < len(reports_):
+        raise UsageError("--json, --junit and --scoreboard must name different files")
+    for path in reports_:
+        check_output(path, graded)
     scoring = load_scoring(args.scoring) if args.scoring else Scoring()
     run = grade_service.grade(
         settings, problem, tests, subs, scoring=scoring, ignore_case=args.ignore_case,

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import os
-import stat
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
+from pipeline import files
 from pipeline.errors import JobFailed
 from pipeline.jobstore import JobState, JobStore, Progress
 from pipeline.messages import INVALID_DIGIT
@@ -74,37 +72,7 @@ def write_result_file(
     store: JobStore, job_id: str, problem: Problem, progress: Progress, path: Path
 ) -> None:
     """The result file, complete or not at all."""
-    write_atomically(path, lambda out: write_result(store, job_id, problem, progress, out))
-
-
-def atomic_write(path: Path, text: str) -> None:
-    """A whole text file under its final name, or nothing."""
-    write_atomically(path, lambda out: out.write(text))
-
-
-def write_atomically(path: Path, fill: Callable[[TextIO], object]) -> None:
-    """Write to a temporary file beside `path`, fsync, then rename: never a partial file."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent or ".")
-    try:
-        os.fchmod(fd, _new_file_mode(path))  # mkstemp makes 0600; a result file is not secret
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as out:
-            fill(out)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def _new_file_mode(path: Path) -> int:
-    """The mode `open()` would give: the existing file's, else 0666 less the umask."""
-    try:
-        return stat.S_IMODE(path.stat().st_mode)
-    except OSError:
-        umask = os.umask(0o022)
-        os.umask(umask)
-        return 0o666 & ~umask
+    files.write_atomically(path, lambda out: write_result(store, job_id, problem, progress, out))
 
 
 def finish(store: JobStore, job_id: str, ttl: int) -> None:

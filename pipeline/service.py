@@ -14,7 +14,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pipeline import collector, producer
+from pipeline import collector, files, producer
 from pipeline.collector import INVALID_WORD, JobLost
 from pipeline.config import Settings, default_state_dir
 from pipeline.errors import GamebatchError, InputError
@@ -295,16 +295,30 @@ def collect(
     )
     invalid = c.store.invalid(job_id)
     if output is None:
-        collector.write_result(c.store, job_id, problem, done, sys.stdout)
-        sys.stdout.flush()
+        try:
+            collector.write_result(c.store, job_id, problem, done, sys.stdout)
+            sys.stdout.flush()
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise files.OutputError(f"cannot write to standard output: {exc.strerror}") from None
         sys.stderr.writelines(line + "\n" for line in invalid)
     else:
-        if invalid:
-            errors = output.with_name(output.name + ".errors")
-            collector.atomic_write(errors, "".join(line + "\n" for line in invalid))
-        collector.write_result_file(c.store, job_id, problem, done, output)
+        try:
+            if invalid:
+                files.atomic_write(errors_file(output), "".join(line + "\n" for line in invalid))
+            collector.write_result_file(c.store, job_id, problem, done, output)
+        except files.OutputError as exc:
+            raise files.OutputError(
+                f"{exc}; the answers are kept: `gamebatch collect {job_id} -o FILE` writes them"
+            ) from None
     collector.finish(c.store, job_id, c.settings.result_ttl)
     return done, len(invalid)
+
+
+def errors_file(output: Path) -> Path:
+    """Where the errors of a keep-going job's invalid cases go, beside its result."""
+    return output.with_name(output.name + ".errors")
 
 
 def workers_alive(c: Cluster) -> list[str]:

@@ -5,10 +5,11 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TextIO
 
 import pytest
 
-from pipeline.collector import atomic_write, write_atomically
+from pipeline.files import atomic_write, write_atomically
 
 
 @pytest.fixture
@@ -41,3 +42,17 @@ def test_a_failed_write_leaves_nothing(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError):
         write_atomically(out, fail)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_old_file_stays_whole_until_the_new_one_is_complete(tmp_path: Path) -> None:
+    out = tmp_path / "r.out"
+    out.write_text("old\n")
+    seen = []
+
+    def fill(stream: TextIO) -> None:
+        stream.write("new\n")
+        stream.flush()
+        seen.append(out.read_text())  # a writer that wrote straight to `out` shows "new"
+
+    write_atomically(out, fill)
+    assert (seen, out.read_text()) == (["old\n"], "new\n")

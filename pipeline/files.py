@@ -1,0 +1,108 @@
+"""Output files: checked before any work, then written whole under their name or not at all."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+import tempfile
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import TextIO
+
+from pipeline.errors import GamebatchError, UsageError
+
+
+class OutputError(GamebatchError):
+    """A result or report that could not be written (the work itself is not lost)."""
+
+
+def check_output(path: Path, inputs: Iterable[Path] = ()) -> None:
+    """Refuse, before any work, an output that cannot be written or would replace an input.
+
+    A special file (a terminal, /dev/null, a FIFO) is written directly and is not checked
+    beyond its permissions; a regular file's folder must take a new file.
+    """
+    target = Path(os.path.realpath(path))
+    for given in inputs:
+        if _same_file(target, given):
+            raise UsageError(f"{path} is the input file {given}: the result would replace it")
+    try:
+        mode = target.stat().st_mode
+    except FileNotFoundError:
+        mode = None
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc.strerror}") from None
+    if mode is not None and stat.S_ISDIR(mode):
+        raise UsageError(f"cannot write {path}: it is a folder")
+    if mode is not None and not stat.S_ISREG(mode):
+        if not os.access(target, os.W_OK):
+            raise UsageError(f"cannot write {path}: permission denied")
+        return
+    folder = target.parent
+    if not folder.is_dir():
+        raise UsageError(f"cannot write {path}: folder {path.parent} does not exist")
+    try:  # the only test that also sees read-only mounts and immutable folders, even as root
+        fd, probe = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".check", dir=folder)
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc.strerror}") from None
+    os.close(fd)
+    os.unlink(probe)
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def atomic_write(path: Path, text: str) -> None:
+    """A whole text file under its final name, or nothing."""
+    write_atomically(path, lambda out: out.write(text))
+
+
+def write_atomically(path: Path, fill: Callable[[TextIO], object]) -> None:
+    """Write a regular file through a temporary file beside it (fsync, rename): never a
+    partial file. A special file (device, FIFO) is written directly: it is never replaced.
+    A symbolic link is followed: its target gets the new content, the link stays."""
+    target = Path(os.path.realpath(path))
+    try:
+        mode = target.stat().st_mode
+    except OSError:
+        mode = None
+    try:
+        if mode is not None and not stat.S_ISREG(mode):
+            if stat.S_ISDIR(mode):
+                raise OutputError(f"cannot write {path}: it is a folder")
+            with target.open("w", encoding="utf-8", newline="\n") as out:
+                fill(out)
+            return
+        _replace(target, fill)
+    except OSError as exc:
+        raise OutputError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def _replace(target: Path, fill: Callable[[TextIO], object]) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=target.parent)
+    try:
+        os.fchmod(fd, _new_file_mode(target))  # mkstemp makes 0600; a result file is not secret
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as out:
+            fill(out)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def _new_file_mode(path: Path) -> int:
+    """The mode `open()` would give: the existing file's, else 0666 less the umask."""
+    try:
+        return stat.S_IMODE(path.stat().st_mode)
+    except OSError:
+        umask = os.umask(0o022)
+        os.umask(umask)
+        return 0o666 & ~umask

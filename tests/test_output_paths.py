@@ -1,0 +1,174 @@
+"""Where results go: special files, links, name clashes, inputs as outputs, unwritable places."""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from pipeline.errors import UsageError
+from pipeline.files import OutputError, atomic_write, check_output
+from pipeline.problem import get_problem
+from tests.helpers import answers
+from tests.test_pipeline import gamebatch
+
+pytestmark = pytest.mark.integration
+
+INPUT = "2\n1 1\na\n2 3\nab\nb\n"
+RESULT = answers(get_problem("strgame"), INPUT)
+
+
+@pytest.fixture
+def given(tmp_path: Path) -> Path:
+    path = tmp_path / "x.in"
+    path.write_text(INPUT)
+    return path
+
+
+def _one_error_line(result: subprocess.CompletedProcess[str], status: int, words: str) -> None:
+    assert result.returncode == status, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("gamebatch: error: "), result.stderr
+    assert words in lines[0], lines[0]
+
+
+def test_a_character_device_is_written_not_replaced(tmp_path: Path, given: Path) -> None:
+    null = tmp_path / "null"
+    full = tmp_path / "full"
+    try:  # copies of /dev/null and /dev/full: the real ones are never put at risk
+        os.mknod(null, stat.S_IFCHR | 0o666, os.makedev(1, 3))
+        os.mknod(full, stat.S_IFCHR | 0o666, os.makedev(1, 7))
+    except PermissionError:
+        pytest.skip("mknod needs root")
+    ok = gamebatch("solve", "-p", "strgame", str(given), "-o", str(null), "-q")
+    assert ok.returncode == 0, ok.stderr
+    refused = gamebatch("solve", "-p", "strgame", str(given), "-o", str(full), "-q")
+    _one_error_line(refused, 1, f"cannot write {full}: No space left on device")
+    for device in (null, full):
+        assert stat.S_ISCHR(device.lstat().st_mode), f"{device} was replaced"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["full", "null", "x.in"]
+
+
+def test_a_fifo_is_written_not_replaced(tmp_path: Path, given: Path) -> None:
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    received: list[str] = []
+    reader = threading.Thread(target=lambda: received.append(fifo.read_text()), daemon=True)
+    reader.start()
+    result = gamebatch("solve", "-p", "strgame", str(given), "-o", str(fifo), "-q")
+    reader.join(30)
+    assert result.returncode == 0, result.stderr
+    assert received == [RESULT]
+    assert stat.S_ISFIFO(fifo.lstat().st_mode)
+
+
+def test_a_link_is_followed_and_kept(tmp_path: Path, given: Path) -> None:
+    (tmp_path / "real").mkdir()
+    target = tmp_path / "real" / "r.out"
+    target.write_text("old\n")
+    link = tmp_path / "r.out"
+    link.symlink_to(target)
+    result = gamebatch("solve", "-p", "strgame", str(given), "-o", str(link), "-q")
+    assert result.returncode == 0, result.stderr
+    assert link.is_symlink() and target.read_text() == RESULT
+
+
+def test_the_input_is_never_the_output(tmp_path: Path, given: Path) -> None:
+    alias = tmp_path / "alias.in"
+    alias.symlink_to(given)
+    hard = tmp_path / "hard.in"
+    os.link(given, hard)
+    for out in (given, alias, hard):
+        refused = gamebatch("solve", "-p", "strgame", str(given), "-o", str(out))
+        _one_error_line(refused, 2, "the result would replace it")
+    folder = tmp_path / "od"
+    folder.mkdir()
+    (folder / "x.in.out").symlink_to(given)  # --out-dir's name for x.in is the input itself
+    refused = gamebatch("solve", "-p", "strgame", str(given), "--out-dir", str(folder))
+    _one_error_line(refused, 2, "the result would replace it")
+    assert given.read_text() == INPUT
+
+
+def test_out_dir_name_clashes_are_refused_before_any_work(tmp_path: Path) -> None:
+    for side in ("a", "b"):
+        (tmp_path / side).mkdir()
+        (tmp_path / side / "x.in").write_text(INPUT)
+    out = tmp_path / "od"
+    refused = gamebatch(
+        "solve", "-p", "strgame", str(tmp_path / "a/x.in"), str(tmp_path / "b/x.in"),
+        "--out-dir", str(out),
+    )  # fmt: skip
+    _one_error_line(refused, 2, f"{tmp_path / 'a/x.in'} and {tmp_path / 'b/x.in'} would both")
+    assert list(out.iterdir()) == []
+
+
+def test_out_dir_is_created(tmp_path: Path, given: Path) -> None:
+    out = tmp_path / "new" / "folder"
+    result = gamebatch("solve", "-p", "strgame", str(given), "--out-dir", str(out), "-q")
+    assert result.returncode == 0, result.stderr
+    assert (out / "x.in.out").read_text() == RESULT
+
+
+def test_an_output_that_was_never_writable_is_refused_before_solving(
+    tmp_path: Path, given: Path
+) -> None:
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    _one_error_line(
+        gamebatch("solve", "-p", "strgame", str(given), "-o", str(folder)), 2, "it is a folder"
+    )
+    _one_error_line(
+        gamebatch("solve", "-p", "strgame", str(given), "-o", str(tmp_path / "no/such/r.out")),
+        2, "does not exist",
+    )  # fmt: skip
+    with _mounted(tmp_path / "ro", "ro") as readonly:
+        refused = gamebatch("solve", "-p", "strgame", str(given), "-o", str(readonly / "r.out"))
+        _one_error_line(refused, 2, "Read-only file system")
+        refused = gamebatch("gen", "-p", "strgame", "-o", str(readonly / "g.in"))
+        _one_error_line(refused, 2, "Read-only file system")
+
+
+def test_a_full_disk_after_solving_keeps_the_answers_for_collect(tmp_path: Path) -> None:
+    big = tmp_path / "big.in"
+    big.write_text("30000\n" + "1 1\na\n" * 30000)  # 180 kB of answers
+    with _mounted(tmp_path / "small", "size=64k") as small:
+        result = gamebatch("solve", "-p", "strgame", str(big), "-o", str(small / "r.out"), "-q")
+        _one_error_line(result, 1, "No space left on device")
+        assert list(small.iterdir()) == [], "a partial result was left behind"
+    job = result.stderr.split("gamebatch collect ")[1].split()[0]
+    later = gamebatch("collect", job, "-o", str(tmp_path / "r.out"), "-q")
+    assert later.returncode == 0, later.stderr
+    assert (tmp_path / "r.out").read_text() == answers(
+        get_problem("strgame"), "1\n1 1\na\n"
+    ) * 30000
+
+
+@contextmanager
+def _mounted(path: Path, options: str) -> Iterator[Path]:
+    """A tmpfs mounted at `path` for the test (the test is skipped where mounting is refused)."""
+    path.mkdir()
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(path)], capture_output=True,
+        check=False,
+    )  # fmt: skip
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], check=False)
+
+
+def test_check_output_and_atomic_write_directly(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="it is a folder"):
+        check_output(tmp_path)
+    with pytest.raises(OutputError, match="it is a folder"):
+        atomic_write(tmp_path, "x")
+    check_output(tmp_path / "new.out")  # a new file in a writable folder passes
+    assert list(tmp_path.iterdir()) == [], "the check left its probe behind"
