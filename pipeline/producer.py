@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from pipeline.chunking import chunk_cases
 from pipeline.config import Settings
@@ -73,7 +74,8 @@ def submit(
     InputError propagates, unless `keep_going`: then invalid cases are recorded and answered
     with a marker.
     """
-    job_id = job_id_for(problem, checksum(path)) + ("-keep-going" if keep_going else "")
+    digest = checksum(path)
+    job_id = job_id_for(problem, digest) + ("-keep-going" if keep_going else "")
     manifest = store.open_job(
         job_id,
         {
@@ -98,7 +100,8 @@ def submit(
     if window:
         in_flight = _Window(store, job_id, settings, on_progress, chunks=window)
     try:
-        with path.open("rb") as stream:
+        with path.open("rb") as raw:
+            stream = _HashingReader(raw)
             tokens = TokenReader(
                 stream,
                 str(path),
@@ -122,6 +125,11 @@ def submit(
                 on_cases(len(chunk.cases))
                 store.add_invalid(job_id, invalid)
                 invalid.clear()
+            if stream.rest_digest() != digest:  # answers of other bytes than the job's name
+                raise UsageError(f"cannot read {path}: the file changed while it was read")
+    except UsageError:
+        store.delete(job_id)
+        raise
     except InputError:
         store.delete(job_id)  # nothing of a bad file is kept or written
         raise
@@ -131,6 +139,27 @@ def submit(
     store.add_invalid(job_id, invalid)  # an error after the last case
     store.finish_production(job_id, chunks, total)
     return Submitted(job_id, path, total, chunks, queued, keep_going)
+
+
+class _HashingReader:
+    """A binary stream that hashes what is read from it, so that a job is named by the
+    bytes it was made of even when the file changes after it was first hashed."""
+
+    def __init__(self, stream: BinaryIO) -> None:
+        self._stream = stream
+        self._hash = hashlib.sha256()
+
+    def read(self, size: int = -1, /) -> bytes:
+        """Read and hash."""
+        data = self._stream.read(size)
+        self._hash.update(data)
+        return data
+
+    def rest_digest(self) -> str:
+        """The SHA-256 of every byte of the stream (reading what the reader left)."""
+        while data := self.read(1 << 20):
+            del data
+        return self._hash.hexdigest()
 
 
 class _Window:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import BinaryIO
+from typing import Protocol
 
 from pipeline.errors import InputError
 
@@ -12,6 +12,12 @@ _WHITESPACE = b" \t\n\r\x0b\x0c"  # what bytes.split() splits on
 _TOKEN = re.compile(rb"[^ \t\n\r\x0b\x0c]+")
 _DIGITS = frozenset(b"0123456789")
 _MAX_DIGITS = 30  # longer integers are named too large without being parsed
+
+
+class Readable(Protocol):
+    """What the reader needs of a stream: a binary file, or a wrapper of one."""
+
+    def read(self, size: int = -1, /) -> bytes: ...
 
 
 class _Block:
@@ -43,7 +49,7 @@ class TokenReader:
     """
 
     def __init__(
-        self, stream: BinaryIO, name: str, *, max_token: int = 1 << 26, max_bytes: int = 0
+        self, stream: Readable, name: str, *, max_token: int = 1 << 26, max_bytes: int = 0
     ) -> None:
         self.name = name
         self.case = 0  # set by the case loop so that errors can name the case

@@ -1,0 +1,65 @@
+"""A job is named by the bytes it was made of: a file rewritten while it is read poisons nothing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pipeline import collector, producer
+from pipeline.config import load_settings
+from pipeline.embedded import RedisServer
+from pipeline.errors import UsageError
+from pipeline.jobstore import JobStore
+from pipeline.problem import get_problem
+from tests.helpers import answers
+from workers.runner import run_chunk
+
+pytestmark = pytest.mark.integration
+
+CASES = 20_000  # 2.6 MB: more than the reader's first block
+
+
+def _text(word: str) -> bytes:
+    return f"{CASES}\n".encode() + f"1 1\n{word}\n".encode() * CASES
+
+
+def test_a_file_rewritten_while_it_is_read_is_refused_and_leaves_no_job(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
+    problem = get_problem("strgame")
+    path = tmp_path / "a.in"
+    original = _text("a" * 127)  # an odd chain: the first player wins
+    path.write_bytes(original)
+    store = JobStore.from_url(redis_server.url)
+    settings = load_settings(broker_url=redis_server.url, chunk={"target_work": 50_000})
+    sent: list[int] = []
+
+    def rewrite_after_the_first_chunk(job_id: str, index: int) -> None:
+        sent.append(index)
+        if index == 0:  # another program rewrites the file, same size, other answers
+            path.write_bytes(_text("a" * 126 + " "))  # even: the other answer
+
+    with pytest.raises(UsageError, match="a.in: the file changed while it was read"):
+        producer.submit(problem, path, store, rewrite_after_the_first_chunk, settings)
+    assert sent, "the rewrite never happened"
+    assert store.jobs() == [] and store.client.dbsize() == 0, "something of the job was kept"
+
+    path.write_bytes(original)  # the unchanged original gets its own answers
+    job = producer.submit(problem, path, store, lambda j, i: None, settings)
+    for index in range(job.chunks):
+        run_chunk(store, job.job_id, index)
+    done = collector.wait_for(store, job.job_id, poll=0.01, timeout=5)
+    out = tmp_path / "a.out"
+    collector.write_result_file(store, job.job_id, problem, done, out)
+    assert out.read_text() == answers(problem, original.decode())
+
+
+def test_reading_hashes_every_byte_even_past_an_error(tmp_path: Path) -> None:
+    path = tmp_path / "x.in"
+    path.write_bytes(b"1\n1 1\na\n")
+    digest = producer.checksum(path)
+    with path.open("rb") as raw:
+        stream = producer._HashingReader(raw)
+        assert stream.read(3) == b"1\n1"
+        assert stream.rest_digest() == digest
