@@ -40,7 +40,7 @@ def test_a_file_rewritten_while_it_is_read_is_refused_and_leaves_no_job(
         if index == 0:  # another program rewrites the file, same size, other answers
             path.write_bytes(_text("a" * 126 + " "))  # even: the other answer
 
-    with pytest.raises(UsageError, match="a.in: the file changed while it was read"):
+    with pytest.raises(UsageError, match=r"a\.in: the file changed while it was read"):
         producer.submit(problem, path, store, rewrite_after_the_first_chunk, settings)
     assert sent, "the rewrite never happened"
     assert store.jobs() == [] and store.client.dbsize() == 0, "something of the job was kept"
