@@ -383,59 +383,32 @@ def _cmd_stress(args: argparse.Namespace) -> int:
 
 
 def _cmd_grade(args: argparse.Namespace) -> int:
-    from pipeline import grade_service, reports, toolkit
+    from pipeline import grade_service
     from pipeline.config import load_scoring
-    from pipeline.files import atomic_write, check_output
     from pipeline.grading import Scoring
     from pipeline.problem import get_problem
 
     settings = _settings(args, need_broker=False)
     problem = get_problem(args.problem)
     bulk = args.tests is not None or args.submissions is not None
-    tests, subs = _grade_layout(args, bulk)
-    graded = [t.input for t in tests] + [s.path for s in subs if s.path is not None]
-    reports_ = [p for p in (args.json, args.junit, args.scoreboard) if p is not None]
-    if len({os.path.realpath(p) for p in reports_}) < len(reports_):
-        raise UsageError("--json, --junit and --scoreboard must name different files")
-    for path in reports_:
-        check_output(path, graded)
+    tests, subs, notes = _grade_layout(args, bulk)
+    outputs = grade_service.ReportFiles(args.json, args.junit, args.scoreboard)
+    outputs.check([t.input for t in tests] + [s.path for s in subs if s.path is not None])
     scoring = load_scoring(args.scoring) if args.scoring else Scoring()
+    for note in notes:
+        _err(f"warning: {note}")
     run = grade_service.grade(
         settings, problem, tests, subs, scoring=scoring, ignore_case=args.ignore_case,
         quiet=args.quiet,
     )  # fmt: skip
-    inputs = {t.name: t.input for t in tests}
-    wanted: dict[str, set[int]] = {}
-    for r in run.results:
-        shown = [c.index for c in r.mismatches()[: reports.SHOWN_MISMATCHES]]
-        wanted.setdefault(r.test, set()).update(shown)
-    texts = {name: toolkit.case_texts(problem, inputs[name], idx) for name, idx in wanted.items()}
-    sys.stdout.write(reports.text_summary(run.results, lambda r, i: texts[r.test].get(i)))
-    if bulk:
-        for rank, s in enumerate(run.standings, 1):
-            print(
-                f"{rank:>4}. {s.contestant}: {s.score:g}/{s.max_score:g} ({s.total_accepted} cases)"
-            )
-    if args.json:
-        atomic_write(
-            args.json, reports.json_report(problem.name, run.results, run.standings, run.solved)
-        )
-    if args.junit:
-        atomic_write(args.junit, reports.junit_report(run.results))
-    if args.scoreboard:
-        names = [t.name for t in tests]
-        board = (
-            reports.scoreboard_json(run.standings)
-            if args.scoreboard.suffix == ".json"
-            else reports.scoreboard_csv(run.standings, names)
-        )
-        atomic_write(args.scoreboard, board)
-    return 0
+    sys.stdout.write(grade_service.summary(problem, tests, run, standings=bulk))
+    outputs.write(problem, tests, run)
+    return 0 if run.all_accepted else 1
 
 
-def _grade_layout(args: argparse.Namespace, bulk: bool) -> tuple[list[Any], list[Any]]:
-    """Tests and submissions named on the command line (bulk folders or files)."""
-    from pipeline import grade_service
+def _grade_layout(args: argparse.Namespace, bulk: bool) -> tuple[list[Any], list[Any], list[str]]:
+    """Tests, submissions and notes from the command line (bulk folders or files)."""
+    from pipeline import escape, grade_service
 
     if bulk:
         if args.files or args.answers or not (args.tests and args.submissions):
@@ -445,12 +418,20 @@ def _grade_layout(args: argparse.Namespace, bulk: bool) -> tuple[list[Any], list
         raise UsageError("give an INPUT and at least one SUBMISSION (or --tests/--submissions)")
     if args.scoreboard:
         raise UsageError("--scoreboard needs bulk mode (--tests and --submissions)")
-    for path in args.files:
-        if not path.is_file():
-            raise UsageError(f"cannot read {path}: no such file")
-    test = grade_service.Test(args.files[0].stem, args.files[0], args.answers)
-    subs = [grade_service.Submission(p.stem, test.name, p, str(p)) for p in args.files[1:]]
-    return [test], subs
+    given, *outputs = args.files
+    if not given.is_file():
+        raise UsageError(f"cannot read {given}: no such file")
+    test = grade_service.Test(escape.file_name(given.stem), given, args.answers)
+    subs, notes = [], []
+    for path in outputs:
+        label = escape.file_name(str(path))
+        if path.is_dir():
+            raise UsageError(f"cannot grade {label}: it is a folder")
+        if not path.exists():
+            notes.append(f"{label} does not exist: graded all MISSING")
+        found = path if path.exists() else None
+        subs.append(grade_service.Submission(escape.file_name(path.stem), test.name, found, label))
+    return [test], subs, notes
 
 
 def _cmd_diff(args: argparse.Namespace) -> int:

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import io
+import os
+import stat
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline import collector, producer, service
+from pipeline import collector, escape, files, producer, reports, service, toolkit
 from pipeline.config import Settings
 from pipeline.errors import InputError, UsageError
 from pipeline.grading import FileResult, Scoring, Standing, compare, scoreboard
@@ -18,9 +21,14 @@ from pipeline.progress import Progress
 class Test:
     """An input file with optional official answers."""
 
-    name: str
+    name: str  # printable (see escape.file_name)
     input: Path
     answers: Path | None = None
+
+    @property
+    def path_stem(self) -> str:
+        """The name as the file system spells it."""
+        return self.input.stem
 
 
 @dataclass(frozen=True)
@@ -40,6 +48,63 @@ class GradeRun:
     results: list[FileResult]
     standings: list[Standing]
     solved: dict[str, bool]  # test name -> True when the pipeline had to solve it
+
+    @property
+    def all_accepted(self) -> bool:
+        """Every case of every submission accepted, and no output longer than its test
+        (what exit status 0 of `grade` promises)."""
+        return all(not r.mismatches() for r in self.results)
+
+
+@dataclass(frozen=True)
+class ReportFiles:
+    """The report files a grading run writes (None: not wanted)."""
+
+    json: Path | None = None
+    junit: Path | None = None
+    scoreboard: Path | None = None  # .json, else CSV
+
+    def _paths(self) -> list[Path]:
+        return [p for p in (self.json, self.junit, self.scoreboard) if p is not None]
+
+    def check(self, graded: list[Path]) -> None:
+        """Before any work: each report writable, apart, and none of them a graded file."""
+        paths = self._paths()
+        if len({os.path.realpath(p) for p in paths}) < len(paths):
+            raise UsageError("--json, --junit and --scoreboard must name different files")
+        for path in paths:
+            files.check_output(path, graded)
+
+    def write(self, problem: Problem, tests: list[Test], run: GradeRun) -> None:
+        """Write every wanted report."""
+        if self.json:
+            files.atomic_write(
+                self.json,
+                reports.json_report(problem.name, run.results, run.standings, run.solved),
+            )
+        if self.junit:
+            files.atomic_write(self.junit, reports.junit_report(run.results))
+        if self.scoreboard:
+            board = (
+                reports.scoreboard_json(run.standings)
+                if self.scoreboard.suffix == ".json"
+                else reports.scoreboard_csv(run.standings, [t.name for t in tests])
+            )
+            files.atomic_write(self.scoreboard, board)
+
+
+def summary(problem: Problem, tests: list[Test], run: GradeRun, *, standings: bool) -> str:
+    """The text summary, with the input of each mismatch shown, then the standings."""
+    inputs = {t.name: t.input for t in tests}
+    wanted: dict[str, set[int]] = {}
+    for r in run.results:
+        shown = [c.index for c in r.mismatches()[: reports.SHOWN_MISMATCHES]]
+        wanted.setdefault(r.test, set()).update(shown)
+    texts = {name: toolkit.case_texts(problem, inputs[name], idx) for name, idx in wanted.items()}
+    text = reports.text_summary(run.results, lambda r, i: texts[r.test].get(i))
+    if standings:
+        text += reports.standings_text(run.standings)
+    return text
 
 
 def reference_answers(
@@ -103,7 +168,7 @@ def grade(
     results = []
     for sub in submissions:
         expected = answers[sub.test]
-        output = _read_output(sub.path) if sub.path else []
+        output = output_lines(sub.path) if sub.path else iter(())
         cases = compare(expected, output, ignore_case=ignore_case)
         result = FileResult(sub.label, sub.test, sub.contestant, cases)
         result.score, result.max_score = scoring.score({sub.test: cases})
@@ -111,15 +176,39 @@ def grade(
     return GradeRun(results, scoreboard(results, scoring), solved)
 
 
-def _read_output(path: Path) -> list[str]:
+MAX_LINE = 4096  # bytes of an output line held and judged; a longer line cannot be right
+
+
+def output_lines(path: Path) -> Iterator[str]:
+    """The lines of a submission file, each cut at MAX_LINE bytes, read as a stream.
+
+    Only a regular file is read, and a symbolic link is not followed (O_NOFOLLOW), even if
+    the file was swapped for one after the folder was listed.
+    """
     try:
-        return path.read_text(encoding="utf-8", errors="replace").splitlines()
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError as exc:
         raise UsageError(f"cannot read {path}: {exc.strerror}") from None
+    with os.fdopen(fd, "rb") as stream:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise UsageError(f"cannot read {path}: not a regular file")
+        while line := stream.readline(MAX_LINE + 1):
+            if len(line) > MAX_LINE and not line.endswith(b"\n"):
+                while (rest := stream.readline(1 << 16)) and not rest.endswith(b"\n"):
+                    pass  # the rest of an overlong line is skipped, never held
+                line = line[:MAX_LINE] + b"..."
+            yield line.decode("utf-8", "replace")
 
 
-def bulk_layout(tests_dir: Path, submissions_dir: Path) -> tuple[list[Test], list[Submission]]:
-    """NAME.in (+ NAME.ans) tests; one folder of NAME.out files per contestant."""
+def bulk_layout(
+    tests_dir: Path, submissions_dir: Path
+) -> tuple[list[Test], list[Submission], list[str]]:
+    """NAME.in (+ NAME.ans) tests; one folder of NAME.out files per contestant; notes.
+
+    Nothing in the submissions folder that is not a plain folder or a regular file is
+    followed or read: a symbolic link (to /etc/passwd, to the tests, out of the folder), a
+    FIFO or a device is skipped with a note, and a skipped output is graded all MISSING.
+    """
     if not tests_dir.is_dir():
         raise UsageError(f"tests folder {tests_dir} does not exist")
     if not submissions_dir.is_dir():
@@ -127,14 +216,38 @@ def bulk_layout(tests_dir: Path, submissions_dir: Path) -> tuple[list[Test], lis
     tests = []
     for path in sorted(tests_dir.glob("*.in")):
         ans = path.with_suffix(".ans")
-        tests.append(Test(path.stem, path, ans if ans.is_file() else None))
+        tests.append(Test(escape.file_name(path.stem), path, ans if ans.is_file() else None))
     if not tests:
         raise UsageError(f"no NAME.in files in {tests_dir}")
+    notes: list[str] = []
     submissions = []
-    for folder in sorted(p for p in submissions_dir.iterdir() if p.is_dir()):
+    for folder in _contestant_folders(submissions_dir, notes):
+        contestant = escape.file_name(folder.name)
         for test in tests:
-            out = folder / f"{test.name}.out"
-            label = f"{folder.name}/{test.name}.out"
-            submissions.append(Submission(folder.name, test.name, out if out.is_file() else None,
-                                          label))  # fmt: skip
-    return tests, submissions
+            out = folder / f"{test.path_stem}.out"
+            label = f"{contestant}/{test.name}.out"
+            if out.is_symlink() or (out.exists() and not out.is_file()):
+                kind = "a symbolic link" if out.is_symlink() else "not a regular file"
+                notes.append(f"{label} is {kind}: not read, graded as missing")
+                out_path = None
+            else:
+                out_path = out if out.exists() else None
+            submissions.append(Submission(contestant, test.name, out_path, label))
+    return tests, submissions, notes
+
+
+def _contestant_folders(submissions_dir: Path, notes: list[str]) -> list[Path]:
+    """The real folders directly in `submissions_dir`, links noted and skipped."""
+    folders, names = [], set()
+    for entry in sorted(submissions_dir.iterdir()):
+        shown = escape.file_name(entry.name)
+        if entry.is_symlink():
+            notes.append(f"{shown} is a symbolic link: not followed, not graded")
+            continue
+        if not entry.is_dir():
+            continue
+        if shown in names:
+            raise UsageError(f"two contestant folders are both shown as {shown!r}: rename one")
+        names.add(shown)
+        folders.append(entry)
+    return folders

@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from pipeline.escape import shorten
+
 
 class Verdict(str, Enum):
     """The verdict of one case."""
@@ -37,23 +39,29 @@ class CaseResult:
         return doc
 
 
+SHOWN_CHARS = 200  # of a wrong line, kept for the reports
+
+
 def compare(
     expected: list[str], output: Iterable[str], *, ignore_case: bool = False
 ) -> list[CaseResult]:
-    """Verdicts of every case: case i is the i-th non-blank line of the output."""
-    lines = (line.strip() for line in output)
-    found = [line for line in lines if line]
+    """Verdicts of every case: case i is the i-th non-blank line of the output.
+
+    The output is read once, as a stream: past the last case only the first extra line is
+    kept, the others are counted.
+    """
+    lines = (stripped for line in output if (stripped := line.strip()))
     results = [
-        _verdict(i + 1, want, found[i] if i < len(found) else None, ignore_case)
-        for i, want in enumerate(expected)
+        _verdict(i + 1, want, next(lines, None), ignore_case) for i, want in enumerate(expected)
     ]
-    if len(found) > len(expected):
-        extra = found[len(expected)]
-        more = len(found) - len(expected)
+    extra = next(lines, None)
+    if extra is not None:
+        more = sum(1 for _ in lines)
+        shown = shorten(extra, SHOWN_CHARS)
         results.append(
-            CaseResult(len(expected) + 1, Verdict.EXTRA, "", f"{extra} (+{more - 1} more lines)")
-            if more > 1
-            else CaseResult(len(expected) + 1, Verdict.EXTRA, "", extra)
+            CaseResult(len(expected) + 1, Verdict.EXTRA, "", f"{shown} (+{more} more lines)")
+            if more
+            else CaseResult(len(expected) + 1, Verdict.EXTRA, "", shown)
         )
     return results
 
@@ -63,9 +71,10 @@ def _verdict(index: int, want: str, line: str | None, ignore_case: bool) -> Case
         return CaseResult(index, Verdict.MISSING, want, None)
     if line == want or (ignore_case and line.lower() == want.lower()):
         return CaseResult(index, Verdict.AC)
+    shown = shorten(line, SHOWN_CHARS)
     if want.lower() in (token.lower() for token in line.split()):
-        return CaseResult(index, Verdict.PE, want, line)
-    return CaseResult(index, Verdict.WA, want, line)
+        return CaseResult(index, Verdict.PE, want, shown)
+    return CaseResult(index, Verdict.WA, want, shown)
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Callable
 from typing import Any
 
+from pipeline import escape
 from pipeline.grading import FileResult, Standing, Verdict
 
 REPORT_VERSION = 1
@@ -21,11 +22,15 @@ def text_summary(
     """Per file: accepted/total, score and the first mismatches with their case's input."""
     out = []
     for r in results:
-        out.append(f"{r.path}: {r.accepted}/{r.total} accepted, score {r.score:g}/{r.max_score:g}")
+        out.append(
+            f"{escape.terminal(r.path)}: {r.accepted}/{r.total} accepted,"
+            f" score {r.score:g}/{r.max_score:g}"
+        )
         wrong = r.mismatches()
         for case in wrong[:SHOWN_MISMATCHES]:
             if case.verdict == Verdict.EXTRA:
-                out.append(f"  EXTRA output after case {case.index - 1}: {case.found}")
+                extra = escape.terminal(case.found or "")
+                out.append(f"  EXTRA output after case {case.index - 1}: {extra}")
                 continue
             found = "end of file" if case.found is None else repr(case.found)
             out.append(
@@ -34,10 +39,19 @@ def text_summary(
             )
             shown = case_text(r, case.index)
             if shown:
-                out.append(f"    input: {shown}")
+                out.append(f"    input: {escape.terminal(shown)}")
         if len(wrong) > SHOWN_MISMATCHES:
             out.append(f"  ... and {len(wrong) - SHOWN_MISMATCHES} more")
     return "\n".join(out) + "\n"
+
+
+def standings_text(standings: list[Standing]) -> str:
+    """The scoreboard for the terminal, best first."""
+    return "".join(
+        f"{rank:>4}. {escape.terminal(s.contestant)}: {s.score:g}/{s.max_score:g}"
+        f" ({s.total_accepted} cases)\n"
+        for rank, s in enumerate(standings, 1)
+    )
 
 
 def json_report(
@@ -77,17 +91,19 @@ def junit_report(results: list[FileResult]) -> str:
     for r in results:
         failures = sum(c.verdict != Verdict.AC for c in r.cases)
         suite = ET.SubElement(
-            root, "testsuite", name=r.path, tests=str(len(r.cases)), failures=str(failures),
-            errors="0", skipped="0",
+            root, "testsuite", name=escape.xml(r.path), tests=str(len(r.cases)),
+            failures=str(failures), errors="0", skipped="0",
         )  # fmt: skip
+        classname = escape.xml(f"{r.contestant}.{r.test}".strip("."))
         for case in r.cases:
             name = "extra output" if case.verdict == Verdict.EXTRA else f"case {case.index}"
-            element = ET.SubElement(
-                suite, "testcase", name=name, classname=f"{r.contestant}.{r.test}".strip(".")
-            )
+            element = ET.SubElement(suite, "testcase", name=name, classname=classname)
             if case.verdict != Verdict.AC:
-                message = f"{case.verdict.value}: expected {case.expected!r}, found {case.found!r}"
-                ET.SubElement(element, "failure", message=message, type=case.verdict.value)
+                found = "end of file" if case.found is None else repr(case.found)
+                message = f"{case.verdict.value}: expected {case.expected!r}, found {found}"
+                ET.SubElement(
+                    element, "failure", message=escape.xml(message), type=case.verdict.value
+                )
     ET.indent(root)
     return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
 
@@ -96,11 +112,12 @@ def scoreboard_csv(standings: list[Standing], tests: list[str]) -> str:
     """Rank, contestant, accepted cases per test and in total, score."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(["rank", "contestant", *tests, "accepted", "score", "max_score"])
+    header = [escape.csv_cell(test) for test in tests]
+    writer.writerow(["rank", "contestant", *header, "accepted", "score", "max_score"])
     for rank, s in enumerate(standings, 1):
         per_test = [s.accepted.get(test, 0) for test in tests]
-        writer.writerow([rank, s.contestant, *per_test, s.total_accepted, f"{s.score:g}",
-                         f"{s.max_score:g}"])  # fmt: skip
+        writer.writerow([rank, escape.csv_cell(s.contestant), *per_test, s.total_accepted,
+                         f"{s.score:g}", f"{s.max_score:g}"])  # fmt: skip
     return buffer.getvalue()
 
 

@@ -124,7 +124,7 @@ def test_bulk_grading_scoreboard_reports_and_cache(tmp_path: Path) -> None:
     args = ["grade", "-p", "strgame", "--tests", str(tests), "--submissions", str(subs)]
     reports = ["--json", str(tmp_path / "r1.json"), "--junit", str(tmp_path / "r.xml")]
     first = gamebatch(*args, "--scoreboard", str(tmp_path / "board.csv"), *reports)
-    assert first.returncode == 0, first.stderr
+    assert (first.returncode, first.stderr) == (1, ""), "wrong cases: exit status 1"
     rows = list(csv.DictReader((tmp_path / "board.csv").read_text().splitlines()))
     assert [(r["contestant"], r["accepted"]) for r in rows] == [
         ("perfect", "90"), ("sloppy", "84"), ("lazy", "30"),
@@ -149,7 +149,7 @@ def test_bulk_grading_scoreboard_reports_and_cache(tmp_path: Path) -> None:
     assert sum(len(s.findall("testcase/failure")) for s in suites) == 2 * 3 + 2 * 30
 
     second = gamebatch(*args, "--json", str(tmp_path / "r2.json"))
-    assert second.returncode == 0, second.stderr
+    assert (second.returncode, second.stderr) == (1, "")
     again = json.loads((tmp_path / "r2.json").read_text())
     assert {a["test"]: a["source"] for a in again["answers"]} == {"01": "cache", "02": "cache"}
     unchanged = gamebatch("diff", str(tmp_path / "r1.json"), str(tmp_path / "r2.json"))
@@ -176,7 +176,7 @@ def test_single_input_with_official_answers_and_scoring(tmp_path: Path) -> None:
     files = [str(tmp_path / "t.in"), str(tmp_path / "a.out")]
     result = gamebatch("grade", "-p", "strgame", *files, "--answers", str(tmp_path / "t.ans"),
                        "--scoring", str(tmp_path / "s.yaml"))  # fmt: skip
-    assert result.returncode == 0, result.stderr
+    assert (result.returncode, result.stderr) == (1, "")
     assert f"{tmp_path / 'a.out'}: 2/3 accepted, score 30/100" in result.stdout
     bad = tmp_path / "bad.ans"
     bad.write_text("Pure\nMaybe\n")
