@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from pipeline.errors import GamebatchError, UsageError
+from pipeline.errors import GamebatchError, UnknownJob, UsageError
 
 if TYPE_CHECKING:
     from pipeline.config import Settings
@@ -242,6 +242,7 @@ def _cmd_collect(args: argparse.Namespace) -> int:
     from pipeline.progress import Progress
 
     settings = _settings(args, need_broker=False)
+    service.check_job_id(args.job)
     check_output(args.output)
     with service.cluster(settings) as c:
         problem = service.problem_of(c.store, args.job)
@@ -264,12 +265,14 @@ def _cmd_status(args: argparse.Namespace) -> int:
     from pipeline import service
 
     settings = _settings(args, need_broker=False)
+    if args.job:
+        service.check_job_id(args.job)
     with service.cluster(settings, workers=False) as c:
         ids = [args.job] if args.job else c.store.jobs()
         found = c.store.progress_of(ids)
         alive = [] if args.job else service.workers_alive(c)
     if args.job and found[0] is None:
-        raise GamebatchError(f"job {args.job} does not exist")
+        raise UnknownJob(f"job {args.job} does not exist")
     rows = [p.as_dict() for p in found if p is not None]
     if args.json:
         print(json.dumps(rows[0] if args.job else {"jobs": rows, "workers": alive}))
@@ -299,18 +302,21 @@ def _cmd_cancel(args: argparse.Namespace) -> int:
     from pipeline import service
 
     settings = _settings(args, need_broker=False)
+    service.check_job_id(args.job)
     with service.cluster(settings, workers=False) as c:
         if not c.store.cancel(args.job, settings.result_ttl):
-            raise GamebatchError(f"job {args.job} does not exist")
+            raise UnknownJob(f"job {args.job} does not exist")
     print(f"cancelled {args.job}")
     return 0
 
 
 def _cmd_worker(args: argparse.Namespace) -> int:
     from pipeline.embedded import supervise_worker
+    from pipeline.jobstore import JobStore
 
     settings = _settings(args, need_broker=True)
     assert settings.broker_url is not None
+    JobStore.wait_for(settings.broker_url, _err)
     concurrency = args.concurrency or settings.concurrency or os.cpu_count() or 1
     return supervise_worker(
         settings.broker_url, concurrency, loglevel=args.loglevel,

@@ -8,7 +8,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from pipeline.errors import UsageError
 from pipeline.grading import Group, Scoring
@@ -57,6 +57,39 @@ class Settings(_Section):
     chunk: ChunkSettings = Field(default_factory=ChunkSettings)
     limits: LimitSettings = Field(default_factory=LimitSettings)
 
+    @field_validator("broker_url")
+    @classmethod
+    def _known_broker(cls, url: str | None) -> str | None:
+        if url:
+            check_broker_url(url)
+        return url or None
+
+
+BROKER_SCHEMES = ("redis", "rediss", "unix")
+
+
+def check_broker_url(url: str) -> None:
+    """Raise ValueError (naming no password) unless `url` is a Redis URL we can use."""
+    parts = urlsplit(url)
+    if parts.scheme not in BROKER_SCHEMES:
+        raise ValueError(
+            f"broker URL must start with {', '.join(s + '://' for s in BROKER_SCHEMES)}"
+            f" (got {parts.scheme + '://' if parts.scheme else 'no scheme'})"
+        )
+    if parts.scheme == "unix":
+        if not parts.path:
+            raise ValueError("a unix:// broker URL needs the socket's path")
+        return
+    if not parts.hostname:
+        raise ValueError("broker URL has no host")
+    try:
+        parts.port  # noqa: B018 - parsing the port is the check
+    except ValueError:
+        raise ValueError("broker URL's port must be a number from 1 to 65535") from None
+    database = parts.path.strip("/")
+    if database and not database.isdigit():
+        raise ValueError(f"broker URL's database must be a number, got {database!r}")
+
 
 LANES = ("interactive", "bulk")  # workers take from the first lane that has work
 
@@ -90,10 +123,16 @@ def load_settings(path: str | None = None, **flags: Any) -> Settings:
     except ValidationError as exc:
         first = exc.errors()[0]
         loc = [str(part) for part in first["loc"]]
-        if _lookup(env, loc) is not None and loc[0] not in flags:
+        message = str(first["msg"]).removeprefix("Value error, ")
+        if flags.get(loc[0]) is not None:
+            raise UsageError(f"{_FLAGS.get(loc[0], '--' + loc[0])}: {message}") from None
+        if _lookup(env, loc) is not None:
             variable = ENV_PREFIX + "__".join(loc).upper()
-            raise UsageError(f"environment variable {variable}: {first['msg']}") from None
-        raise UsageError(f"{source}: setting {'.'.join(loc)!r}: {first['msg']}") from None
+            raise UsageError(f"environment variable {variable}: {message}") from None
+        raise UsageError(f"{source}: setting {'.'.join(loc)!r}: {message}") from None
+
+
+_FLAGS = {"broker_url": "--broker"}  # settings whose flag has another name
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:

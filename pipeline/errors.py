@@ -15,6 +15,12 @@ class UsageError(GamebatchError):
     exit_code = 2
 
 
+class UnknownJob(GamebatchError):
+    """A job id that is malformed or names no job: the user's mistake, exit status 2."""
+
+    exit_code = 2
+
+
 class InputError(GamebatchError):
     """A malformed input file; `str()` names the file, line and case."""
 

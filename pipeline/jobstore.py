@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import socket
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
@@ -15,6 +15,8 @@ from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
 
 from pipeline import keys
+from pipeline.config import mask_url
+from pipeline.errors import UsageError
 
 # Store a chunk's answers once: a duplicate run of the chunk changes nothing.
 # KEYS: manifest, answers, payload, attempts, cursor, lease; ARGV: index, digits
@@ -162,6 +164,25 @@ class JobStore:
             probe.close()
 
     @classmethod
+    def wait_for(cls, url: str, report: Callable[[str], None], pause: float = 2.0) -> None:
+        """Return once the Redis at `url` answers (saying once that we wait); a Redis that
+        refuses our credentials is a configuration error, not worth waiting for."""
+        waiting = False
+        while True:
+            try:
+                cls.check_url(url)
+                return
+            except redis.AuthenticationError as exc:  # before ConnectionError: a subclass
+                raise UsageError(
+                    f"Redis at {mask_url(url)} refused the credentials: {exc}"
+                ) from None
+            except (redis.ConnectionError, redis.TimeoutError) as exc:
+                if not waiting:
+                    report(f"waiting for Redis at {mask_url(url)}: {exc}")
+                    waiting = True
+                time.sleep(pause)
+
+    @classmethod
     def from_url(cls, url: str, *, command: bool = False) -> JobStore:
         """A store on the Redis at `url`; `command`: for a gamebatch command (not a worker)."""
         return cls(connect(url, CLIENT_NAME if command else "gamebatch-worker"))
@@ -232,6 +253,10 @@ class JobStore:
         """Which of these chunks have answers."""
         values = self.client.hmget(keys.answers(job_id), [str(i) for i in indexes])
         return [i for i, v in zip(indexes, values, strict=True) if v is not None]
+
+    def has_answers(self, job_id: str, index: int) -> bool:
+        """Whether chunk `index` has answers."""
+        return bool(self.client.hexists(keys.answers(job_id), str(index)))
 
     def put_chunk(self, job_id: str, index: int, payload: bytes) -> None:
         """Store a chunk's payload for the worker that will take it."""

@@ -18,11 +18,24 @@ gb:job:{job}:invalid      list   errors of invalid cases let through by --keep-g
 gb:jobs                   zset   job ids by creation time
 gb:sweep                  string worker looking for lost chunks this round; expires
 gb:table:{name}           string shared tables (Grundy tables), computed once per cluster
+
+A job id {job} is `<problem>-<24 hex digits of the input's SHA-256>`, with `-keep-going`
+for a job that lets invalid cases through: nothing else is ever a job id.
 """
 
 from __future__ import annotations
 
+import re
+
 PREFIX = "gb"
+_JOB_ID = re.compile(r"[A-Za-z0-9_.]+(-[A-Za-z0-9_.]+)*-[0-9a-f]{24}(-keep-going)?")
+
+
+def is_job_id(text: str) -> bool:
+    """Whether `text` has the shape of a job id (so it can be part of a key)."""
+    return _JOB_ID.fullmatch(text) is not None
+
+
 JOBS = f"{PREFIX}:jobs"
 SWEEP = f"{PREFIX}:sweep"
 

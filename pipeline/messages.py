@@ -6,6 +6,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from pipeline import keys
+
 INVALID_DIGIT = "-"  # a worker's answer for a case that --keep-going let through
 
 # Bumped whenever the payload or a game's case encoding changes, so that a worker of another
@@ -14,8 +16,29 @@ INVALID_DIGIT = "-"  # a worker's answer for a case that --keep-going let throug
 FORMAT = 2
 
 
+MAX_CHUNKS = 1 << 40  # no job has more chunks: a larger index is not a chunk
+
+
 class BadPayload(ValueError):
     """A chunk payload that is not what a producer writes."""
+
+
+class BadTask(ValueError):
+    """A chunk task whose arguments no producer sends."""
+
+
+def task_args(job_id: object, index: object) -> tuple[str, int]:
+    """The (job id, chunk index) of a chunk task, checked: the broker is not trusted."""
+    if not isinstance(job_id, str) or not keys.is_job_id(job_id):
+        raise BadTask(f"{_cut(job_id)} is not a job id")
+    if type(index) is not int or not 0 <= index < MAX_CHUNKS:
+        raise BadTask(f"{_cut(index)} is not a chunk index (job {job_id})")
+    return job_id, index
+
+
+def _cut(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:60] + "..."
 
 
 @dataclass(frozen=True)

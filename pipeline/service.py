@@ -14,10 +14,10 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pipeline import collector, files, producer
+from pipeline import collector, escape, files, keys, producer
 from pipeline.collector import INVALID_WORD, JobLost
 from pipeline.config import Settings, default_state_dir
-from pipeline.errors import GamebatchError, InputError
+from pipeline.errors import GamebatchError, InputError, UnknownJob
 from pipeline.jobstore import JobStore
 from pipeline.jobstore import Progress as JobProgress
 from pipeline.problem import Problem, get_problem
@@ -329,9 +329,16 @@ def workers_alive(c: Cluster) -> list[str]:
     return sorted(name for reply in replies for name in reply)
 
 
+def check_job_id(job_id: str) -> None:
+    """Refuse what cannot be a job id before it reaches a Redis key."""
+    if not keys.is_job_id(job_id):
+        shown = escape.terminal(escape.shorten(job_id, 60))
+        raise UnknownJob(f"{shown} is not a job id (they look like strgame-<24 hex digits>)")
+
+
 def problem_of(store: JobStore, job_id: str) -> Problem:
     """The game of an existing job."""
     manifest = store.manifest(job_id)
     if manifest is None:
-        raise JobLost(f"job {job_id} does not exist (finished long ago, or Redis lost it)")
+        raise UnknownJob(f"job {job_id} does not exist (finished long ago, or Redis lost it)")
     return get_problem(manifest["problem"])

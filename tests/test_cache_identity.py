@@ -53,6 +53,7 @@ def test_a_file_rewritten_while_it_is_read_is_refused_and_leaves_no_job(
     out = tmp_path / "a.out"
     collector.write_result_file(store, job.job_id, problem, done, out)
     assert out.read_text() == answers(problem, original.decode())
+    store.client.close()
 
 
 def test_reading_hashes_every_byte_even_past_an_error(tmp_path: Path) -> None:

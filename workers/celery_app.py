@@ -16,6 +16,7 @@ from pipeline.config import LANES, Settings, lane_queue, load_settings
 from pipeline.errors import UsageError
 from pipeline.jobstore import JobStore, this_process
 from pipeline.problem import registry
+from workers import transport
 
 TASK_NAME = "gamebatch.solve_chunk"
 
@@ -24,6 +25,7 @@ def create_app(settings: Settings) -> Celery:
     """An app bound to the settings' broker, with the chunk task registered."""
     if not settings.broker_url:
         raise UsageError("no broker: pass --broker URL or set GAMEBATCH_BROKER_URL")
+    transport.install()  # malformed messages are dropped, not fatal
     app = Celery("gamebatch", broker=settings.broker_url, set_as_current=False)
     app.conf.update(
         task_serializer="json",

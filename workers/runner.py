@@ -16,8 +16,10 @@ class Outcome(str, Enum):
     """What happened to a chunk task."""
 
     SOLVED = "solved"
-    DUPLICATE = "duplicate"  # already answered, or its job is gone or cancelled
+    DUPLICATE = "duplicate"  # already answered (a message delivered twice)
+    GONE = "gone"  # its job does not exist (any more) or was cancelled, or no such chunk
     FAILED = "failed"
+    REJECTED = "rejected"  # a malformed message (see pipeline.messages.task_args)
 
 
 @dataclass(frozen=True)
@@ -58,19 +60,19 @@ def run_chunk(store: JobStore, job_id: str, index: int, policy: Policy = Policy(
     """Solve chunk `index` of `job_id`; safe to run any number of times."""
     raw = store.chunk_payload(job_id, index)
     if raw is None:
-        return Outcome.DUPLICATE
+        return Outcome.DUPLICATE if store.has_answers(job_id, index) else Outcome.GONE
     try:
         payload = ChunkPayload.decode(raw)
     except BadPayload as exc:
-        store.fail_chunk(job_id, index, f"chunk {index}: {exc}")
+        store.fail_chunk(job_id, index, str(exc))
         return Outcome.FAILED
     problem = registry().get(payload.problem)
     if problem is None:
-        store.fail_chunk(job_id, index, f"chunk {index}: unknown problem {payload.problem!r}")
+        store.fail_chunk(job_id, index, f"unknown problem {payload.problem!r}")
         return Outcome.FAILED
     attempt = store.begin_attempt(job_id, index, policy.holder, policy.lease_seconds)
     if attempt < 0:
-        return Outcome.DUPLICATE
+        return Outcome.GONE
     if attempt > policy.max_attempts:
         offset = store.cursor(job_id, index)
         last = payload.first + len(payload.cases) - 1
