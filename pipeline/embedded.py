@@ -8,7 +8,6 @@ folder's Redis at a time; others running meanwhile attach to it.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import fcntl
 import os
 import secrets
@@ -27,13 +26,13 @@ from typing import IO
 import redis
 
 from pipeline.errors import GamebatchError, UsageError
+from pipeline.lifeline import before_exec
 
 _START_TIMEOUT = 20.0
 _STOP_TIMEOUT = 15.0
 # Local workers are stopped only when no task of ours is left; a duplicate run would change
 # nothing, so they get a short grace.
 _WORKER_GRACE = 0.5
-_PR_SET_PDEATHSIG = 1
 _MAX_RESTARTS = 5  # of the embedded workers, per command
 
 
@@ -57,12 +56,6 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
-
-
-def _die_with_parent() -> None:
-    """In a child before exec: get SIGTERM when the gamebatch process dies (Linux)."""
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 class RedisServer(AbstractContextManager["RedisServer"]):
@@ -107,7 +100,8 @@ class RedisServer(AbstractContextManager["RedisServer"]):
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             start_new_session=True,
-            preexec_fn=_die_with_parent if self.tie_to_parent else None,  # noqa: PLW1509
+            # Redis ends cleanly and quickly on SIGTERM (its append-only file stays whole)
+            preexec_fn=before_exec(signal.SIGTERM) if self.tie_to_parent else None,  # noqa: PLW1509
         )
         client = redis.Redis.from_url(self.url, socket_timeout=1)
         deadline = time.monotonic() + _START_TIMEOUT
@@ -196,7 +190,9 @@ def start_worker(
         return subprocess.Popen(
             command, stdin=subprocess.DEVNULL, stdout=out, stderr=out, env=env,
             start_new_session=True,
-            preexec_fn=_die_with_parent if tie_to_parent else None,  # noqa: PLW1509
+            # SIGKILL: a warm shutdown would retry a dead Redis for a minute; the pool
+            # children die with it (see workers.celery_app), their chunks run again
+            preexec_fn=before_exec(signal.SIGKILL) if tie_to_parent else None,  # noqa: PLW1509
         )  # fmt: skip
 
 
@@ -226,7 +222,7 @@ def supervise_worker(
             events=events,
         )  # fmt: skip
         started = time.monotonic()
-        child = subprocess.Popen(command, env=env, preexec_fn=_die_with_parent)  # noqa: PLW1509
+        child = subprocess.Popen(command, env=env, preexec_fn=before_exec(signal.SIGKILL))  # noqa: PLW1509
         status = child.wait()
         if stopping:
             return 0
@@ -265,12 +261,18 @@ def _exited(pid: int) -> bool:
 
 
 class StateDir:
-    """The embedded Redis's folder: data, password, and which port the live server uses."""
+    """The embedded Redis's folder: data, password, and which port the live server uses.
+
+    Every command that uses the folder's Redis holds a shared lock on `users` while it does;
+    the owner (which started the server) takes it exclusively before it stops the server, so
+    that it waits for every other command to finish first.
+    """
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self.redis_dir = path / "redis"
         self._lock: IO[bytes] | None = None
+        self._users: IO[bytes] | None = None
 
     def try_lock(self) -> bool:
         """Own the folder's Redis; False while another command owns it."""
@@ -282,7 +284,25 @@ class StateDir:
             handle.close()
             return False
         self._lock = handle
+        self.join()
         return True
+
+    def join(self) -> None:
+        """Count this command among the server's users (waits while its owner stops it)."""
+        if self._users is None:
+            self._users = (self.path / "users").open("ab")
+        fcntl.flock(self._users, fcntl.LOCK_SH)
+
+    def leave(self) -> None:
+        """No longer use the server."""
+        if self._users is not None:
+            self._users.close()  # closing drops the lock
+            self._users = None
+
+    def wait_for_other_users(self) -> None:
+        """As the owner, before stopping the server: wait until no other command uses it."""
+        if self._users is not None:
+            fcntl.flock(self._users, fcntl.LOCK_EX)
 
     def unlock(self) -> None:
         """Let another command own the folder."""
@@ -290,6 +310,7 @@ class StateDir:
             (self.path / "port").unlink(missing_ok=True)
             self._lock.close()
             self._lock = None
+        self.leave()
 
     def password(self) -> str:
         """The persistent password, created on first use (mode 0600)."""
@@ -311,11 +332,31 @@ class StateDir:
         except (OSError, ValueError):
             return None
         url = f"redis://:{self.password()}@127.0.0.1:{port}/0"
+        probe = redis.Redis.from_url(url, socket_timeout=1)
         try:
-            redis.Redis.from_url(url, socket_timeout=1).ping()
+            probe.ping()
         except redis.RedisError:
             return None
+        finally:
+            probe.close()
         return url
+
+
+_TMP_PREFIX = "gamebatch-"
+
+
+def _private_folder() -> tuple[Path, IO[bytes]]:
+    """A temporary folder of this command, locked while it lives; folders of commands that
+    died without cleaning up (SIGKILL) are removed first."""
+    base = Path(tempfile.gettempdir())
+    for stale in base.glob(f"{_TMP_PREFIX}*"):
+        with contextlib.suppress(OSError), (stale / "owner").open("ab") as owner:
+            fcntl.flock(owner, fcntl.LOCK_EX | fcntl.LOCK_NB)  # its command is gone
+            shutil.rmtree(stale, ignore_errors=True)
+    folder = Path(tempfile.mkdtemp(prefix=_TMP_PREFIX))
+    owner = (folder / "owner").open("ab")
+    fcntl.flock(owner, fcntl.LOCK_EX)
+    return folder, owner
 
 
 class EmbeddedCluster(AbstractContextManager["EmbeddedCluster"]):
@@ -330,7 +371,7 @@ class EmbeddedCluster(AbstractContextManager["EmbeddedCluster"]):
         self.workers = workers
         self.config = config
         self.state = StateDir(state) if state else None
-        self._tmp = Path(tempfile.mkdtemp(prefix="gamebatch-"))
+        self._tmp, self._tmp_owner = _private_folder()
         self.redis: RedisServer | None = None
         self.url = ""
         self.persistent = False
@@ -346,9 +387,7 @@ class EmbeddedCluster(AbstractContextManager["EmbeddedCluster"]):
         try:
             self._start_redis()
             if self.workers:
-                self.worker = start_worker(
-                    self.url, self.workers, self.log, config=self.config, tie_to_parent=True
-                )
+                self._start_workers()
         except BaseException:
             self.close()
             raise
@@ -357,23 +396,40 @@ class EmbeddedCluster(AbstractContextManager["EmbeddedCluster"]):
     def _start_redis(self) -> None:
         if self.state is not None:
             try:
-                if self.state.try_lock():
-                    self.redis = RedisServer(
-                        self.state.redis_dir, appendonly=True,
-                        password=self.state.password(), tie_to_parent=True,
-                    )  # fmt: skip
-                    self.redis.start()
-                    self.state.publish(self.redis.port)
-                    self.url, self.persistent = self.redis.url, True
-                    return
-                live = self.state.live_url()
-                if live:
-                    self.url, self.persistent = live, True
+                if self._use_state_folder(self.state):
                     return
             except OSError:
                 pass  # an unusable state folder: fall back to a temporary one
         self.redis = RedisServer(self._tmp, tie_to_parent=True).start()
         self.url = self.redis.url
+
+    def _use_state_folder(self, state: StateDir) -> bool:
+        """Start the folder's Redis, or attach to the one another command runs."""
+        deadline = time.monotonic() + _START_TIMEOUT
+        while time.monotonic() < deadline:
+            if state.try_lock():
+                self.redis = RedisServer(
+                    state.redis_dir, appendonly=True, password=state.password(),
+                    tie_to_parent=True,
+                )  # fmt: skip
+                self.redis.start()
+                state.publish(self.redis.port)
+                self.url, self.persistent = self.redis.url, True
+                return True
+            state.join()  # blocks while the owner stops its server
+            live = state.live_url()
+            if live:
+                self.url, self.persistent = live, True
+                return True
+            state.leave()  # the owner is starting, or has just stopped: look again
+            time.sleep(0.05)
+        return False
+
+    def _start_workers(self) -> None:
+        self.worker = start_worker(
+            self.url, self.workers, self.log, config=self.config, tie_to_parent=True,
+            extra_env={"TMPDIR": str(self._tmp)},  # what they leave when killed goes with it
+        )  # fmt: skip
 
     def check(self) -> None:
         """Start the local workers again when they died; give up after a few times."""
@@ -384,12 +440,17 @@ class EmbeddedCluster(AbstractContextManager["EmbeddedCluster"]):
         if self.restarts > _MAX_RESTARTS:
             lines = self.log.read_text(errors="replace").strip().splitlines() or ["(no log)"]
             raise GamebatchError(f"the local workers keep exiting: {lines[-1]}")
-        self.worker = start_worker(
-            self.url, self.workers, self.log, config=self.config, tie_to_parent=True
-        )
+        self._start_workers()
 
     def close(self) -> None:
-        """Stop the workers, then Redis; remove the temporary folder."""
+        """Stop the workers, then Redis once no other command uses it; remove the folder."""
+        try:
+            if self.state is not None and self.redis is not None and self.persistent:
+                self.state.wait_for_other_users()
+        finally:
+            self._stop()
+
+    def _stop(self) -> None:
         if self.worker is not None:
             _terminate(self.worker, _WORKER_GRACE)
             self.worker = None
@@ -399,6 +460,7 @@ class EmbeddedCluster(AbstractContextManager["EmbeddedCluster"]):
         if self.state is not None:
             self.state.unlock()
         shutil.rmtree(self._tmp, ignore_errors=True)
+        self._tmp_owner.close()
 
     def __exit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None

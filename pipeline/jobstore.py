@@ -342,15 +342,6 @@ class JobStore:
         """Whether any worker holds a chunk of the job right now."""
         return next(self._scan(keys.lease(job_id, 0)[:-1] + "*"), None) is not None
 
-    def wait_for_other_commands(self, poll: float = 0.2) -> None:
-        """Block while gamebatch commands of other processes are connected (before a shutdown)."""
-        mine = f"{CLIENT_NAME}-{os.getpid()}"
-        while any(
-            c.get("name", "").startswith(CLIENT_NAME) and c.get("name") != mine
-            for c in self.client.client_list()
-        ):
-            time.sleep(poll)
-
     def claim_sweep(self, holder: str, seconds: float) -> bool:
         """Take the right to sweep for lost chunks for `seconds`, unless another has it."""
         return bool(self.client.set(keys.SWEEP, holder, nx=True, px=max(int(seconds * 1000), 1)))

@@ -5,9 +5,11 @@ from __future__ import annotations
 import importlib
 import io
 import shlex
+import signal
 import subprocess
 
 from pipeline.errors import UsageError
+from pipeline.lifeline import before_exec
 from pipeline.problem import Case, Problem
 from pipeline.toolkit import Solver, in_process_solver, write_input
 
@@ -35,6 +37,7 @@ def program_solver(problem: Problem, command: str) -> Solver:
             done = subprocess.run(
                 argv, input=text.getvalue().encode(), capture_output=True,
                 timeout=PROGRAM_TIMEOUT, check=False,
+                preexec_fn=before_exec(signal.SIGKILL),  # the program dies with `stress`
             )  # fmt: skip
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise UsageError(f"cannot run {command!r}: {exc}") from None

@@ -2,30 +2,23 @@
 
 from __future__ import annotations
 
-import multiprocessing
 import os
-import queue
-import signal
 import sys
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
-from pipeline import collector, escape, files, keys, producer
+from pipeline import collector, escape, files, keys, producer, producers
 from pipeline.collector import INVALID_WORD, JobLost
 from pipeline.config import Settings, default_state_dir
-from pipeline.errors import GamebatchError, InputError, UnknownJob
+from pipeline.errors import InputError, UnknownJob
 from pipeline.jobstore import JobStore
 from pipeline.jobstore import Progress as JobProgress
 from pipeline.problem import Problem, get_problem
 from pipeline.progress import Progress
 from pipeline.recovery import Recovery, queued_messages
-
-if TYPE_CHECKING:
-    from multiprocessing.sharedctypes import Synchronized
 
 LOST_JOB_RETRIES = 3
 
@@ -70,8 +63,7 @@ def cluster(settings: Settings, *, workers: bool = True) -> Iterator[Cluster]:
         try:
             yield Cluster(bound, store, local.check, count)
         finally:
-            if local.redis is not None:
-                store.wait_for_other_commands()
+            store.client.close()
 
 
 @dataclass(frozen=True)
@@ -96,175 +88,86 @@ def solve(
     status = 0
     progress = Progress("solve", enabled=not quiet)
     with cluster(settings) as c:
-
-        def on_progress(p: JobProgress) -> None:
-            c.check()
-            progress.job_done(p.job_id, p.done)
-
-        def submit(item: FileJob) -> producer.Submitted:
-            return producer.submit(
-                problem, item.input, c.store, c.send, c.settings,
-                window=c.settings.chunk.window, keep_going=keep_going,
-                lane=producer.choose_lane(item.input, c.settings, lane),
-                on_cases=progress.add_total,
-                on_progress=on_progress,
-            )  # fmt: skip
-
-        def submit_or_error(item: FileJob) -> producer.Submitted | str:
-            try:
-                return submit(item)
-            except InputError as exc:
-                return f"error: {exc}"
-
-        producers = producer_count(c.settings, [item.input for item in files], c.local_workers)
-        if producers > 1:
-            results: Iterable[producer.Submitted | str] = _produce_in_parallel(
-                c, problem, files, producers, progress, keep_going=keep_going, lane=lane
-            )
-        else:
-            results = map(submit_or_error, files)  # one file after the other, in this process
-        submitted = []
-        for item, result in zip(files, results, strict=True):
+        run = _SolveRun(c, problem, progress, report, keep_going, lane)
+        queued = []
+        for item, result in zip(files, run.queue_all(files), strict=True):
             if isinstance(result, str):
                 report(result)
                 status = 2
             else:
-                submitted.append((item, result))
-        for item, first in submitted:
-            job = first
-            for attempt in range(1, LOST_JOB_RETRIES + 1):
-                try:
-                    _, invalid = collect(
-                        c, problem, job.job_id, item.output, timeout=None, progress=progress
-                    )  # fmt: skip
-                    break
-                except JobLost:
-                    if attempt == LOST_JOB_RETRIES:
-                        raise
-                    report(f"note: Redis lost job {job.job_id}; reading {item.input} again")
-                    job = submit(item)
-            if invalid:
-                where = f"listed in {item.output}.errors" if item.output else "listed above"
+                queued.append((item, result))
+        for item, job in queued:
+            if run.collect(item, job):
+                where = f"listed in {errors_file(item.output)}" if item.output else "listed above"
                 report(f"error: {item.input}: invalid cases marked {INVALID_WORD} ({where})")
                 status = 2
     progress.close()
     return status
 
 
-PARALLEL_MIN_BYTES = 32 << 20  # below this much input, starting producers costs more than it saves
+@dataclass
+class _SolveRun:
+    """One `solve`: what queueing and collecting its files share."""
 
+    c: Cluster
+    problem: Problem
+    progress: Progress
+    report: Callable[[str], None]
+    keep_going: bool
+    lane: str
 
-def producer_count(settings: Settings, inputs: list[Path], local_workers: int = 0) -> int:
-    """Producer processes for these inputs: `producers`, else for large inputs one per CPU
-    that local workers leave free (on a machine that also solves, more would only compete)."""
-    if settings.producers is not None:
-        return min(settings.producers, len(inputs))
-    if len(inputs) < 2 or sum(_size(path) for path in inputs) < PARALLEL_MIN_BYTES:
-        return 1
-    return max(1, min((os.cpu_count() or 1) - local_workers, len(inputs)))
-
-
-def _size(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except OSError:
-        return 0  # the producer reports it
-
-
-def _produce_in_parallel(
-    c: Cluster,
-    problem: Problem,
-    files: list[FileJob],
-    producers: int,
-    progress: Progress,
-    *,
-    keep_going: bool,
-    lane: str,
-) -> list[producer.Submitted | str]:
-    """Queue the files from `producers` processes at once, as a single producer is the usual
-    bottleneck (it reads and validates about as fast as one worker solves)."""
-    context = multiprocessing.get_context("spawn")  # nothing of this process's sockets
-    todo, done = context.Queue(), context.Queue()
-    counted = context.Value("q", 0)
-    for index, item in enumerate(files):
-        lane_of = producer.choose_lane(item.input, c.settings, lane)
-        todo.put((index, (c.settings, problem.name, item.input, keep_going, lane_of)))
-    processes = [
-        context.Process(target=_producer_process, args=(todo, done, counted), daemon=True)
-        for _ in range(producers)
-    ]
-    for process in processes:
-        todo.put(None)  # one "no more files" each
-        process.start()
-    results: dict[int, producer.Submitted | str | BaseException] = {}
-    seen = 0
-    try:
-        while len(results) < len(files):
-            try:
-                index, result = done.get(timeout=c.settings.poll_interval * 4)
-                results[index] = result
-            except queue.Empty:
-                if any(p.exitcode not in (None, 0) for p in processes):
-                    raise GamebatchError(
-                        "a producer process died (killed, or out of memory); run the command"
-                        " again: what was queued is kept"
-                    ) from None
-            c.check()
-            progress.add_total(int(counted.value) - seen)
-            seen = int(counted.value)
-    finally:
-        for process in processes:
-            if process.exitcode is None and len(results) < len(files):
-                process.terminate()  # stop those in the middle of a file
-            process.join()
-    ordered = [results[i] for i in range(len(files))]
-    for result in ordered:
-        if isinstance(result, BaseException):
-            raise result
-    return ordered  # type: ignore[return-value]
-
-
-def _producer_process(
-    todo: multiprocessing.Queue[Any], done: multiprocessing.Queue[Any], counted: Synchronized[int]
-) -> None:
-    """A producer process: queue the files it is handed until it gets None."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # `solve` decides what an interrupt stops
-
-    def count(cases: int) -> None:
-        with counted.get_lock():
-            counted.value += cases
-
-    while (task := todo.get()) is not None:
-        index, args = task
-        try:
-            done.put((index, _produce(*args, on_cases=count)))
-        except GamebatchError as exc:
-            done.put((index, exc))
-        except Exception as exc:  # sent to `solve`, which reports it
-            done.put((index, GamebatchError(f"{args[2]}: {type(exc).__name__}: {exc}")))
-
-
-def _produce(
-    settings: Settings,
-    name: str,
-    path: Path,
-    keep_going: bool,
-    lane: str,
-    *,
-    on_cases: Callable[[int], None],
-) -> producer.Submitted | str:
-    """One input file, in a producer process; a bad input comes back as its error line."""
-    store = JobStore.from_url(settings.broker_url or "", command=True)
-    try:
-        return producer.submit(
-            get_problem(name), path, store, Cluster(settings, store, lambda: None).send,
-            settings, window=settings.chunk.window, keep_going=keep_going, lane=lane,
-            on_cases=on_cases,
+    def queue_all(self, files: list[FileJob]) -> list[producer.Submitted | str]:
+        """Every file queued (a bad one as its error line): here, or in producer processes."""
+        c = self.c
+        count = producers.producer_count(c.settings, [f.input for f in files], c.local_workers)
+        if count < 2:
+            return [self._queue_or_error(item) for item in files]
+        tasks = [
+            producers.FileTask(c.settings, self.problem.name, item.input, self.keep_going,
+                               producer.choose_lane(item.input, c.settings, self.lane))
+            for item in files
+        ]  # fmt: skip
+        return producers.produce_in_parallel(
+            tasks, count, on_cases=self.progress.add_total, on_wait=c.check,
+            poll=c.settings.poll_interval,
         )  # fmt: skip
-    except InputError as exc:
-        return f"error: {exc}"
-    finally:
-        store.client.close()
+
+    def _queue_or_error(self, item: FileJob) -> producer.Submitted | str:
+        try:
+            return self._queue(item)
+        except InputError as exc:
+            return f"error: {exc}"
+
+    def _queue(self, item: FileJob) -> producer.Submitted:
+        c = self.c
+
+        def on_progress(p: JobProgress) -> None:
+            c.check()
+            self.progress.job_done(p.job_id, p.done)
+
+        return producer.submit(
+            self.problem, item.input, c.store, c.send, c.settings,
+            window=c.settings.chunk.window, keep_going=self.keep_going,
+            lane=producer.choose_lane(item.input, c.settings, self.lane),
+            on_cases=self.progress.add_total, on_progress=on_progress,
+        )  # fmt: skip
+
+    def collect(self, item: FileJob, job: producer.Submitted) -> int:
+        """Write one file's result, reading the input again when Redis lost the job; the
+        number of invalid cases."""
+        for attempt in range(1, LOST_JOB_RETRIES + 1):
+            try:
+                _, invalid = collect(
+                    self.c, self.problem, job.job_id, item.output, timeout=None,
+                    progress=self.progress,
+                )  # fmt: skip
+                return invalid
+            except JobLost:
+                if attempt == LOST_JOB_RETRIES:
+                    raise
+                self.report(f"note: Redis lost job {job.job_id}; reading {item.input} again")
+                job = self._queue(item)
+        raise AssertionError("unreachable")
 
 
 def collect(

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import os
+import signal
 import threading
 import time
 from collections.abc import Callable
@@ -15,6 +17,7 @@ from kombu.entity import Queue
 from pipeline.config import LANES, Settings, lane_queue, load_settings
 from pipeline.errors import UsageError
 from pipeline.jobstore import JobStore, this_process
+from pipeline.lifeline import tie_to_parent
 from pipeline.problem import registry
 from workers import transport
 
@@ -87,9 +90,22 @@ def store_for(url: str) -> JobStore:
     return JobStore.from_url(url)
 
 
+_main_pid = 0  # the worker's main process, set before it forks its pool
+
+
+@signals.worker_process_init.connect  # type: ignore[untyped-decorator]
+def _die_with_main_process(**_: Any) -> None:
+    """A pool process ends with its worker, however the worker ends (no orphans that keep
+    retrying a dead Redis); its chunk is delivered again."""
+    if _main_pid:
+        tie_to_parent(signal.SIGKILL, _main_pid)
+
+
 @signals.worker_init.connect  # type: ignore[untyped-decorator]
 def _prepare_tables(sender: Any = None, **_: Any) -> None:
     """Load (or build and share) every game's tables once, in the parent before it forks."""
+    global _main_pid  # noqa: PLW0603 - read by the pool processes it forks
+    _main_pid = os.getpid()
     app = getattr(sender, "app", None)
     url = app.conf.broker_url if app is not None else None
     cache_ = JobStore.from_url(url) if url else None

@@ -1,0 +1,77 @@
+"""The embedded default: one Redis per state folder, shared by the commands that use it."""
+
+from __future__ import annotations
+
+import stat
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from pipeline.embedded import EmbeddedCluster, StateDir
+from pipeline.problem import get_problem
+from tests.helpers import answers, command_env, input_text, random_cases
+
+
+def test_the_owner_waits_for_every_other_user_before_stopping(tmp_path: Path) -> None:
+    owner, other = StateDir(tmp_path), StateDir(tmp_path)
+    assert owner.try_lock() and not other.try_lock()
+    other.join()
+    stopped = threading.Event()
+
+    def stop() -> None:
+        owner.wait_for_other_users()
+        stopped.set()
+
+    threading.Thread(target=stop, daemon=True).start()
+    assert not stopped.wait(0.5), "the owner did not wait for the other command"
+    other.leave()
+    assert stopped.wait(5)
+    owner.unlock()
+    assert other.try_lock(), "the folder could not be owned again"
+    other.unlock()
+
+
+def test_password_and_config_files_are_private(tmp_path: Path) -> None:
+    with EmbeddedCluster(0, state=tmp_path / "state") as local:
+        assert local.persistent
+        for name in ("password", "redis/redis.conf"):
+            mode = stat.S_IMODE((tmp_path / "state" / name).stat().st_mode)
+            assert mode == 0o600, f"{name} is {oct(mode)}"
+        assert stat.S_IMODE((tmp_path / "state" / "redis").stat().st_mode) == 0o700
+        password = (tmp_path / "state" / "password").read_text().strip()
+        listed = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, check=True)
+        assert password not in listed.stdout, "the password is on a command line"
+
+
+@pytest.mark.integration
+def test_a_command_attached_to_another_ones_redis_outlives_it(tmp_path: Path) -> None:
+    problem = get_problem("strgame")
+    small, big = tmp_path / "small.in", tmp_path / "big.in"
+    small.write_text("1\n1 1\na\n")
+    big.write_text(input_text(problem, random_cases(problem, "random", 20000, 300, seed=4)))
+    env = command_env(GAMEBATCH_STATE_DIR=str(tmp_path / "state"))
+
+    def solve(path: Path, *extra: str) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            [sys.executable, "-m", "pipeline.cli", "solve", "-q", "-p", "strgame", str(path),
+             "-o", f"{path}.out", *extra],
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+
+    first = solve(small, "--workers", "1")  # owns the folder's Redis
+    port = tmp_path / "state" / "port"
+    deadline = time.monotonic() + 30
+    while not port.exists():
+        assert first.poll() is None and time.monotonic() < deadline
+        time.sleep(0.02)
+    second = solve(big, "--workers", "1")  # attaches to it
+    _, err = second.communicate(timeout=300)
+    assert second.returncode == 0, err
+    assert Path(f"{big}.out").read_text() == answers(problem, big.read_text())
+    _, err = first.communicate(timeout=60)
+    assert first.returncode == 0, err
+    assert Path(f"{small}.out").read_text() == answers(problem, small.read_text())
