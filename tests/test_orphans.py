@@ -109,12 +109,14 @@ def _inputs(folder: Path, count: int = 2, cases: int = 3000) -> list[str]:
 
 
 def _start(args: list[str], tmp_path: Path, **env: str) -> subprocess.Popen[bytes]:
+    """The command, its output (and that of anything it leaves behind) in tmp_path/stderr."""
     (tmp_path / "tmp").mkdir(exist_ok=True)
-    return subprocess.Popen(
-        [sys.executable, "-m", "pipeline.cli", *args], stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL, start_new_session=True,
-        env=command_env(TMPDIR=str(tmp_path / "tmp"), GAMEBATCH_CHUNK__MAX_CASES="1", **env),
-    )  # fmt: skip
+    with (tmp_path / "stderr").open("ab") as err:
+        return subprocess.Popen(
+            [sys.executable, "-m", "pipeline.cli", *args], stdout=subprocess.DEVNULL,
+            stderr=err, start_new_session=True,
+            env=command_env(TMPDIR=str(tmp_path / "tmp"), GAMEBATCH_CHUNK__MAX_CASES="1", **env),
+        )  # fmt: skip
 
 
 def test_solve_on_the_embedded_default(tmp_path: Path) -> None:
@@ -130,6 +132,7 @@ def test_solve_on_the_embedded_default(tmp_path: Path) -> None:
     assert status.returncode == 0, status.stderr
     assert list((tmp_path / "tmp").iterdir()) == []
     assert not out.exists() or list(out.iterdir()) == []
+    assert "leaked" not in (tmp_path / "stderr").read_text()  # no semaphores left over
 
 
 def test_solve_with_a_broker_and_producer_processes(
