@@ -23,14 +23,11 @@ def check_output(path: Path, inputs: Iterable[Path] = ()) -> None:
     A special file (a terminal, /dev/null, a FIFO) is written directly and is not checked
     beyond its permissions; a regular file's folder must take a new file.
     """
-    target = Path(os.path.realpath(path))
     for given in inputs:
-        if _same_file(target, given):
+        if _same_file(path, given):
             raise UsageError(f"{path} is the input file {given}: the result would replace it")
     try:
-        mode = target.stat().st_mode
-    except FileNotFoundError:
-        mode = None
+        target, mode = _resolve(path)
     except OSError as exc:
         raise UsageError(f"cannot write {path}: {exc.strerror}") from None
     if mode is not None and stat.S_ISDIR(mode):
@@ -50,6 +47,19 @@ def check_output(path: Path, inputs: Iterable[Path] = ()) -> None:
     os.unlink(probe)
 
 
+def _resolve(path: Path) -> tuple[Path, int | None]:
+    """Where to write and the mode of what is there (None: nothing yet). A special file is
+    written through `path` itself (/dev/stdout may name a pipe, which has no path); a regular
+    or new file at the end of any links, so that the rename keeps the links."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        mode = None
+    if mode is not None and not stat.S_ISREG(mode):
+        return path, mode
+    return Path(os.path.realpath(path)), mode
+
+
 def _same_file(a: Path, b: Path) -> bool:
     try:
         return os.path.samefile(a, b)
@@ -66,12 +76,8 @@ def write_atomically(path: Path, fill: Callable[[TextIO], object]) -> None:
     """Write a regular file through a temporary file beside it (fsync, rename): never a
     partial file. A special file (device, FIFO) is written directly: it is never replaced.
     A symbolic link is followed: its target gets the new content, the link stays."""
-    target = Path(os.path.realpath(path))
     try:
-        mode = target.stat().st_mode
-    except OSError:
-        mode = None
-    try:
+        target, mode = _resolve(path)
         if mode is not None and not stat.S_ISREG(mode):
             if stat.S_ISDIR(mode):
                 raise OutputError(f"cannot write {path}: it is a folder")

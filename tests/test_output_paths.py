@@ -172,3 +172,8 @@ def test_check_output_and_atomic_write_directly(tmp_path: Path) -> None:
         atomic_write(tmp_path, "x")
     check_output(tmp_path / "new.out")  # a new file in a writable folder passes
     assert list(tmp_path.iterdir()) == [], "the check left its probe behind"
+
+
+def test_dev_stdout_is_written_even_when_it_is_a_pipe(given: Path) -> None:
+    result = gamebatch("solve", "-p", "strgame", str(given), "-o", "/dev/stdout", "-q")
+    assert (result.returncode, result.stdout) == (0, RESULT), result.stderr
