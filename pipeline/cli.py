@@ -206,7 +206,7 @@ def _solve_targets(args: argparse.Namespace) -> list[Any]:
         files = [service.FileJob(args.inputs[0], args.output)]
     claimed: dict[str, Path] = {}
     for item in files:
-        if item.output is None:
+        if not isinstance(item.output, Path):
             continue
         for out in (item.output, *([service.errors_file(item.output)] if args.keep_going else [])):
             key = os.path.realpath(out)

@@ -51,6 +51,12 @@ class InputError(GamebatchError):
         return f"{where}: {self.reason}"
 
 
+class Refused(GamebatchError):
+    """Bad input whose message is already complete (it names its file, line and case)."""
+
+    exit_code = 2
+
+
 class JobFailed(GamebatchError):
     """A job ended without a complete answer set."""
 

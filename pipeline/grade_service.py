@@ -9,12 +9,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline import collector, escape, files, producer, reports, service, toolkit
+from pipeline import escape, files, reports, service, toolkit
 from pipeline.config import Settings
-from pipeline.errors import InputError, UsageError
+from pipeline.errors import InputError, Refused, UsageError
 from pipeline.grading import FileResult, Scoring, Standing, compare, scoreboard
 from pipeline.problem import Problem
-from pipeline.progress import Progress
 
 
 @dataclass(frozen=True)
@@ -110,31 +109,25 @@ def summary(problem: Problem, tests: list[Test], run: GradeRun, *, standings: bo
 def reference_answers(
     settings: Settings, problem: Problem, tests: list[Test], quiet: bool
 ) -> tuple[dict[str, list[str]], dict[str, bool]]:
-    """Answers of every test: from its answer file, else solved (or found cached) in Redis."""
+    """Answers of every test: from its answer file, else solved (or found cached) by the
+    same orchestration as `solve`."""
     answers = {t.name: _read_answers(problem, t.answers) for t in tests if t.answers}
-    solved: dict[str, bool] = {}
     todo = [t for t in tests if t.answers is None]
     if not todo:
-        return answers, solved
-    progress = Progress("answers", enabled=not quiet)
-    with service.cluster(settings) as c:
-        jobs = []
-        for test in todo:
-            job = producer.submit(
-                problem, test.input, c.store, c.send, c.settings, on_cases=progress.add_total
-            )
-            jobs.append((test, job))
-        for test, job in jobs:
-            done = collector.wait_for(
-                c.store, job.job_id, poll=c.settings.poll_interval,
-                on_progress=lambda p: progress.job_done(p.job_id, p.done),
-            )  # fmt: skip
-            text = io.StringIO()
-            collector.write_result(c.store, job.job_id, problem, done, text)
-            collector.finish(c.store, job.job_id, c.settings.result_ttl)
-            answers[test.name] = text.getvalue().splitlines()
-            solved[test.name] = job.queued > 0
-    progress.close()
+        return answers, {}
+    texts = {t.name: io.StringIO() for t in todo}
+    errors: list[str] = []
+    outcomes = service.run(
+        settings, problem, [service.FileJob(t.input, texts[t.name]) for t in todo],
+        errors.append, quiet=quiet, label="answers",
+    )  # fmt: skip
+    if errors:
+        raise Refused(errors[0].removeprefix("error: "))  # one line: the first bad test
+    solved = {}
+    for test, outcome in zip(todo, outcomes, strict=True):
+        assert outcome.job is not None
+        answers[test.name] = texts[test.name].getvalue().splitlines()
+        solved[test.name] = outcome.job.queued > 0
     return answers, solved
 
 

@@ -9,6 +9,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
+from typing import TextIO
 
 from pipeline import collector, escape, files, keys, producer, producers
 from pipeline.collector import INVALID_WORD, JobLost
@@ -68,10 +69,20 @@ def cluster(settings: Settings, *, workers: bool = True) -> Iterator[Cluster]:
 
 @dataclass(frozen=True)
 class FileJob:
-    """One input file and where its result goes (None: standard output)."""
+    """One input file and where its result goes: a file, a stream, or None (stdout)."""
 
     input: Path
-    output: Path | None
+    output: Path | TextIO | None
+
+
+@dataclass(frozen=True)
+class FileOutcome:
+    """What became of one input of a run."""
+
+    item: FileJob
+    job: producer.Submitted | None  # None: the input was refused
+    error: str | None = None  # the refused input's error line
+    invalid: int = 0  # cases marked INVALID (keep-going mode)
 
 
 def solve(
@@ -84,25 +95,51 @@ def solve(
     keep_going: bool = False,
     lane: str = "auto",
 ) -> int:
-    """Queue every file, then collect each in order; bad files are reported and skipped."""
+    """Solve every file; bad files are reported and skipped. The exit status."""
     status = 0
-    progress = Progress("solve", enabled=not quiet)
+    for outcome in run(settings, problem, files, report, quiet=quiet, keep_going=keep_going,
+                       lane=lane):  # fmt: skip
+        if outcome.invalid:
+            output = outcome.item.output
+            where = (
+                f"listed in {errors_file(output)}" if isinstance(output, Path) else "listed above"
+            )
+            report(f"error: {outcome.item.input}: invalid cases marked {INVALID_WORD} ({where})")
+        if outcome.error or outcome.invalid:
+            status = 2
+    return status
+
+
+def run(
+    settings: Settings,
+    problem: Problem,
+    files: list[FileJob],
+    report: Callable[[str], None],
+    *,
+    quiet: bool = False,
+    keep_going: bool = False,
+    lane: str = "auto",
+    label: str = "solve",
+) -> list[FileOutcome]:
+    """The one orchestration of every command that solves: queue every file (in producer
+    processes when that pays), then collect each in order, healing local workers, re-queueing
+    lost chunks and reading an input again when Redis lost its job. A bad input is reported
+    and skipped."""
+    progress = Progress(label, enabled=not quiet)
+    outcomes = []
     with cluster(settings) as c:
-        run = _SolveRun(c, problem, progress, report, keep_going, lane)
+        steps = _SolveRun(c, problem, progress, report, keep_going, lane)
         queued = []
-        for item, result in zip(files, run.queue_all(files), strict=True):
+        for item, result in zip(files, steps.queue_all(files), strict=True):
             if isinstance(result, str):
                 report(result)
-                status = 2
+                outcomes.append(FileOutcome(item, None, result))
             else:
                 queued.append((item, result))
-        for item, job in queued:
-            if run.collect(item, job):
-                where = f"listed in {errors_file(item.output)}" if item.output else "listed above"
-                report(f"error: {item.input}: invalid cases marked {INVALID_WORD} ({where})")
-                status = 2
+        outcomes += [FileOutcome(item, job, None, steps.collect(item, job)) for item, job in queued]
     progress.close()
-    return status
+    order = {item: i for i, item in enumerate(files)}
+    return sorted(outcomes, key=lambda o: order[o.item])
 
 
 @dataclass
@@ -174,7 +211,7 @@ def collect(
     c: Cluster,
     problem: Problem,
     job_id: str,
-    output: Path | None,
+    output: Path | TextIO | None,
     *,
     timeout: float | None,
     progress: Progress,
@@ -197,10 +234,11 @@ def collect(
         c.store, job_id, poll=c.settings.poll_interval, timeout=timeout, on_progress=on_progress
     )
     invalid = c.store.invalid(job_id)
-    if output is None:
+    if not isinstance(output, Path):
+        stream = sys.stdout if output is None else output
         try:
-            collector.write_result(c.store, job_id, problem, done, sys.stdout)
-            sys.stdout.flush()
+            collector.write_result(c.store, job_id, problem, done, stream)
+            stream.flush()
         except BrokenPipeError:
             raise
         except OSError as exc:

@@ -302,3 +302,32 @@ def test_reference_agrees_with_the_fault_dataset(
 ) -> None:
     path, expected = dataset(tmp_path, cases=500)
     assert run_reference(reference["strgame"], path.read_text()) == expected
+
+
+def test_grading_heals_its_killed_local_workers(tmp_path: Path) -> None:
+    """grade goes through the same orchestration as solve: its dead local workers are started
+    again (and their lost chunks queued again), and the report is the same."""
+    from tests.test_orphans import CELERY, _processes
+
+    tests, subs = tmp_path / "tests", tmp_path / "subs" / "alice"
+    tests.mkdir()
+    subs.mkdir(parents=True)
+    path, expected = dataset(tmp_path, cases=3000)
+    os.replace(path, tests / "t.in")
+    (subs / "t.out").write_text(expected)
+    grade = subprocess.Popen(
+        [sys.executable, "-m", "pipeline.cli", "grade", "-q", "-p", "strgame", "--tests",
+         str(tests), "--submissions", str(subs.parent), "--json", str(tmp_path / "r.json")],
+        env=command_env(GAMEBATCH_STATE_DIR="", **FAULT_ENV), stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 30
+    while not (main := [p for p, (parent, _, cmd) in _processes().items()
+                        if parent == grade.pid and CELERY(cmd)]):  # fmt: skip
+        assert grade.poll() is None and time.monotonic() < deadline
+        time.sleep(0.05)
+    time.sleep(1.5)  # some chunks answered, most not
+    os.kill(main[0], signal.SIGKILL)  # the Celery worker; its pool processes die with it
+    out, err = grade.communicate(timeout=120)
+    assert grade.returncode == 0, err
+    assert "t.out: 3000/3000 accepted" in out
