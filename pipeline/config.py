@@ -182,6 +182,13 @@ def _merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
     return merged
 
 
+def worker_settings(settings: Settings) -> str:
+    """The settings as a config file for local workers: what this command was given (file,
+    environment and flags) reaches them, not only what they would find themselves."""
+    doc = settings.model_dump(exclude={"broker_url", "workers", "producers", "state_dir"})
+    return yaml.safe_dump(doc, sort_keys=False)
+
+
 def show(settings: Settings) -> str:
     """The effective settings as YAML, with every password masked."""
     doc = settings.model_dump()

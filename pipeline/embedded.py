@@ -367,11 +367,17 @@ class EmbeddedCluster(AbstractContextManager["EmbeddedCluster"]):
     the folder cannot be used, the data lives in a temporary folder for this command only.
     """
 
-    def __init__(self, workers: int, config: str | None = None, state: Path | None = None) -> None:
+    def __init__(self, workers: int, settings: str = "", state: Path | None = None) -> None:
+        """`settings`: a config file's text for the local workers (the command's settings)."""
         self.workers = workers
-        self.config = config
         self.state = StateDir(state) if state else None
         self._tmp, self._tmp_owner = _private_folder()
+        self.config: str | None = None
+        if settings:
+            path = self._tmp / "settings.yaml"
+            path.touch(mode=0o600)
+            path.write_text(settings)
+            self.config = str(path)
         self.redis: RedisServer | None = None
         self.url = ""
         self.persistent = False

@@ -13,7 +13,7 @@ from typing import TextIO
 
 from pipeline import collector, escape, files, keys, producer, producers
 from pipeline.collector import INVALID_WORD, JobLost
-from pipeline.config import Settings, default_state_dir
+from pipeline.config import Settings, default_state_dir, worker_settings
 from pipeline.errors import InputError, UnknownJob
 from pipeline.jobstore import JobStore
 from pipeline.jobstore import Progress as JobProgress
@@ -56,9 +56,7 @@ def cluster(settings: Settings, *, workers: bool = True) -> Iterator[Cluster]:
 
     count = (settings.workers or os.cpu_count() or 1) if workers else 0
     state = default_state_dir() if settings.state_dir is None else settings.state_dir
-    with EmbeddedCluster(
-        count, os.environ.get("GAMEBATCH_CONFIG"), Path(state) if state else None
-    ) as local:
+    with EmbeddedCluster(count, worker_settings(settings), Path(state) if state else None) as local:
         bound = settings.model_copy(update={"broker_url": local.url})
         store = JobStore.from_url(local.url, command=True)
         try:

@@ -331,3 +331,19 @@ def test_grading_heals_its_killed_local_workers(tmp_path: Path) -> None:
     out, err = grade.communicate(timeout=120)
     assert grade.returncode == 0, err
     assert "t.out: 3000/3000 accepted" in out
+
+
+def test_solve_config_file_reaches_the_local_workers(tmp_path: Path) -> None:
+    """max_attempts is read by the workers: from the --config file, not only from theirs."""
+    path = tmp_path / "nim.in"
+    path.write_text("3\n1 3\n2 1 987654321\n1 3\n")  # case 2 kills whatever solves it
+    config = tmp_path / "c.yaml"
+    config.write_text("max_attempts: 1\nchunk: {max_cases: 1}\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "pipeline.cli", "solve", "-q", "-p", "nim", str(path),
+         "-o", str(tmp_path / "out"), "--workers", "1", "--config", str(config)],
+        capture_output=True, text=True, env=command_env(PYTHONPATH=str(PLUGIN_DIR)),
+        timeout=120, check=False,
+    )  # fmt: skip
+    assert result.returncode == 1
+    assert result.stderr.strip().endswith("case 2: its worker died in 1 attempts"), result.stderr

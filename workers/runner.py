@@ -75,6 +75,8 @@ def run_chunk(store: JobStore, job_id: str, index: int, policy: Policy = Policy(
         return Outcome.GONE
     if attempt > policy.max_attempts:
         offset = store.cursor(job_id, index)
+        if offset is None and len(payload.cases) == 1:
+            offset = 0
         last = payload.first + len(payload.cases) - 1
         where = f"case {payload.first + offset}" if offset is not None else (
             f"cases {payload.first}-{last}"
