@@ -16,6 +16,7 @@ from pipeline.config import LimitSettings
 from pipeline.errors import InputError
 from pipeline.problem import get_problem
 from tests.helpers import answers, command_env
+from workers import strgame
 
 PLUGIN_DIR = Path(__file__).resolve().parent / "plugin_nim"
 GAMES = ["strgame", "pathgame"]
@@ -135,3 +136,19 @@ def test_a_plugin_game_runs_through_every_command(tmp_path: Path) -> None:
     bad.write_text("1\n2\n3 x\n")
     refused = run("solve", "-p", "nim", str(bad), extra_path=True)
     assert refused.returncode == 2 and "case 1: heap 2 must be an integer" in refused.stderr
+
+
+@pytest.mark.parametrize("shape", [s for s in get_problem("strgame").shapes if s != "small"])
+def test_strgame_shapes_respect_the_size_and_vary(shape: str) -> None:
+    problem = get_problem("strgame")
+    cases = list(toolkit.generate(problem, 20, 3, shape, 100_000))
+    letters = [sum(map(len, strgame.words_of(case))) for case in cases]
+    assert all(50_000 <= n <= 100_000 for n in letters), (min(letters), max(letters))
+    assert all(problem.contest_limits(case) is None for case in cases)  # validate --strict
+    if shape == "long":  # one string: its parity is the answer, both must be drawn
+        assert {problem.solve(case) for case in cases} == {0, 1}
+    if shape == "random":
+        used = {c for case in cases for w in strgame.words_of(case) for c in w}
+        assert len(used) > 5, used
+    small = list(toolkit.generate(problem, 5, 3, shape, 300))
+    assert all(sum(map(len, strgame.words_of(c))) <= 300 for c in small), "--size ignored"

@@ -154,15 +154,15 @@ def generate(rng: random.Random, shape: str, size: int) -> list[Any]:
     """A valid case whose total length is about `size` letters."""
     size = max(size, 1)
     k = rng.choice((1, MAX_K, MAX_K - 1)) if shape == "extreme-k" else rng.randint(1, 10)
-    if shape == "long":
-        words = ["".join(rng.choices("ab", k=size))]
+    if shape == "long":  # one string; its parity decides, so both parities are drawn
+        words = ["".join(rng.choices("ab", k=max(1, size - rng.randrange(2))))]
     elif shape == "singles":
         words = rng.choices(string.ascii_lowercase, k=size)
     elif shape == "wide":
-        alphabet = string.ascii_lowercase[: max(2, min(26, round(size ** (1 / 3))))]
-        words = [a + b + c for a in alphabet for b in alphabet for c in alphabet]
-    elif shape == "chain":
-        words = ["a" * i for i in range(1, max(2, int((2 * size) ** 0.5)) + 1)]
+        words = _wide_words(size)
+    elif shape == "chain":  # a, aa, ...: m(m + 1) / 2 letters at most `size`
+        longest = max(1, int(((8 * size + 1) ** 0.5 - 1) / 2))
+        words = ["a" * i for i in range(1, longest + 1)]
         rng.shuffle(words)
     elif shape == "small":
         k = rng.randint(1, 4)
@@ -170,14 +170,28 @@ def generate(rng: random.Random, shape: str, size: int) -> list[Any]:
             "".join(rng.choices("abc"[: rng.randint(1, 3)], k=rng.randint(1, 4)))
             for _ in range(rng.randint(1, 4))
         ]
-    else:
+    else:  # few letters make shared prefixes, many make a flat trie: both are drawn
+        letters = string.ascii_lowercase[: rng.choice((2, 5, 26))]
         words = []
         left = size
         while left > 0:
-            word = "".join(rng.choices("abcde", k=min(left, rng.randint(1, 12))))
+            word = "".join(rng.choices(letters, k=min(left, rng.randint(1, 12))))
             words.append(word)
             left -= len(word)
     return make_case(k, words)
+
+
+def _wide_words(size: int) -> list[str]:
+    """Distinct words of one length, as many as fit in `size` letters: a trie that branches
+    at every level (the shortest length that has enough words)."""
+    length = 1
+    while length * 26**length < size:
+        length += 1
+    count = max(1, size // length)
+    return [
+        "".join(w)
+        for w in itertools.islice(itertools.product(string.ascii_lowercase, repeat=length), count)
+    ]
 
 
 def shrink(case: Any) -> Iterator[list[Any]]:
