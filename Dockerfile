@@ -8,6 +8,7 @@ WORKDIR /src
 COPY pyproject.toml setup.py README.md ./
 COPY pipeline ./pipeline
 COPY workers ./workers
+COPY games ./games
 RUN pip wheel --no-cache-dir --no-deps --wheel-dir /wheels .
 
 FROM python:3.11-slim
@@ -18,7 +19,7 @@ COPY --from=build /wheels /wheels
 # Fail the build rather than ship the pure-Python solver, which is 10-50x slower.
 # The wheel by its path, so that no package of the same name on PyPI can take its place.
 RUN wheel=$(ls /wheels/gamebatch-*.whl) && pip install --no-cache-dir "$wheel[monitor]" \
-    && rm -rf /wheels && python -c "import workers._trie"
+    && rm -rf /wheels && python -c "import games._trie"
 USER gamebatch
 ENV GAMEBATCH_CONFIG=/app/configs/cluster.yaml
 CMD ["gamebatch", "worker"]

@@ -2,4 +2,4 @@
 
 from setuptools import Extension, setup
 
-setup(ext_modules=[Extension("workers._trie", ["workers/_trie.c"], optional=True)])
+setup(ext_modules=[Extension("games._trie", ["games/_trie.c"], optional=True)])

@@ -31,7 +31,9 @@ from pipeline.config import load_settings
 from pipeline.embedded import RedisServer
 from pipeline.jobstore import JobState, JobStore
 from pipeline.messages import ChunkPayload
-from pipeline.problem import Problem, get_problem, read_batches, read_cases
+from pipeline.problem import Problem
+from pipeline.reader import read_batches, read_cases
+from pipeline.registry import get_problem
 from pipeline.tokens import TokenReader
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -431,7 +433,7 @@ def machine() -> dict[str, str]:
         except OSError:
             return "not found"
 
-    from workers import strgame
+    from games import strgame
 
     return {
         "date": time.strftime("%Y-%m-%d %H:%M"),

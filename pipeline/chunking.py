@@ -7,7 +7,8 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from itertools import accumulate
 
-from pipeline.problem import Batch, Case
+from pipeline.problem import Case
+from pipeline.reader import Batch
 
 
 @dataclass(frozen=True)

@@ -173,7 +173,7 @@ def _settings(args: argparse.Namespace, need_broker: bool) -> Settings:
 
 def _cmd_solve(args: argparse.Namespace) -> int:
     from pipeline import service
-    from pipeline.problem import get_problem
+    from pipeline.registry import get_problem
 
     settings = _settings(args, need_broker=False)
     problem = get_problem(args.problem)
@@ -222,7 +222,7 @@ def _solve_targets(args: argparse.Namespace) -> list[Any]:
 
 def _cmd_submit(args: argparse.Namespace) -> int:
     from pipeline import producer, service
-    from pipeline.problem import get_problem
+    from pipeline.registry import get_problem
 
     settings = _settings(args, need_broker=False)
     problem = get_problem(args.problem)
@@ -329,7 +329,7 @@ def _cmd_gen(args: argparse.Namespace) -> int:
 
     from pipeline import toolkit
     from pipeline.files import check_output
-    from pipeline.problem import get_problem
+    from pipeline.registry import get_problem
 
     problem = get_problem(args.problem)
     if args.cases < 1 or args.size < 1:
@@ -351,7 +351,7 @@ def _cmd_gen(args: argparse.Namespace) -> int:
 def _cmd_validate(args: argparse.Namespace) -> int:
     from pipeline import toolkit
     from pipeline.errors import InputError
-    from pipeline.problem import get_problem
+    from pipeline.registry import get_problem
 
     settings = _settings(args, need_broker=False)
     problem = get_problem(args.problem)
@@ -369,7 +369,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 
 def _cmd_stress(args: argparse.Namespace) -> int:
     from pipeline import programs, toolkit
-    from pipeline.problem import get_problem
+    from pipeline.registry import get_problem
 
     problem = get_problem(args.problem)
     if args.program:
@@ -392,7 +392,7 @@ def _cmd_grade(args: argparse.Namespace) -> int:
     from pipeline import grade_service
     from pipeline.config import load_scoring
     from pipeline.grading import Scoring
-    from pipeline.problem import get_problem
+    from pipeline.registry import get_problem
 
     settings = _settings(args, need_broker=False)
     problem = get_problem(args.problem)

@@ -14,7 +14,8 @@ from pipeline.config import Settings
 from pipeline.errors import InputError, UsageError
 from pipeline.jobstore import JobStore, Progress, this_process
 from pipeline.messages import ChunkPayload
-from pipeline.problem import Problem, read_batches
+from pipeline.problem import Problem
+from pipeline.reader import read_batches
 from pipeline.tokens import TokenReader
 
 Send = Callable[[str, int], None]  # queue a task for (job id, chunk index)

@@ -17,9 +17,10 @@ from pipeline.config import Settings, default_state_dir, worker_settings
 from pipeline.errors import InputError, UnknownJob
 from pipeline.jobstore import JobStore
 from pipeline.jobstore import Progress as JobProgress
-from pipeline.problem import Problem, get_problem
+from pipeline.problem import Problem
 from pipeline.progress import Progress
 from pipeline.recovery import Recovery, queued_messages
+from pipeline.registry import get_problem
 
 LOST_JOB_RETRIES = 3
 

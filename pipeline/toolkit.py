@@ -11,7 +11,8 @@ from typing import TextIO
 
 from pipeline.config import LimitSettings
 from pipeline.errors import InputError, UsageError
-from pipeline.problem import Case, Problem, read_cases
+from pipeline.problem import Case, Problem
+from pipeline.reader import read_cases
 from pipeline.tokens import TokenReader
 
 MIXED = "mixed"

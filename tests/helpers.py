@@ -6,7 +6,8 @@ import io
 import random
 from typing import Any
 
-from pipeline.problem import Problem, read_cases
+from pipeline.problem import Problem
+from pipeline.reader import read_cases
 from pipeline.tokens import TokenReader
 
 

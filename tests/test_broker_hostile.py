@@ -17,7 +17,7 @@ from pipeline.config import load_settings
 from pipeline.embedded import RedisServer
 from pipeline.jobstore import JobStore
 from pipeline.messages import BadTask, task_args
-from pipeline.problem import get_problem
+from pipeline.registry import get_problem
 from tests.conftest import Workers
 from tests.helpers import answers, command_env
 from tests.test_pipeline import gamebatch

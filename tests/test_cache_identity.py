@@ -11,7 +11,7 @@ from pipeline.config import load_settings
 from pipeline.embedded import RedisServer
 from pipeline.errors import UsageError
 from pipeline.jobstore import JobStore
-from pipeline.problem import get_problem
+from pipeline.registry import get_problem
 from tests.helpers import answers
 from workers.runner import run_chunk
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pipeline.chunking import chunk_cases
-from pipeline.problem import Batch
+from pipeline.reader import Batch
 
 
 def numbered(works: list[int], size: int = 1) -> list[Batch]:

@@ -93,7 +93,7 @@ def test_the_image_is_built_with_the_c_kernel(tmp_path: Path) -> None:
         pytest.skip("no C compiler on this machine")
     build, final = _stages((ROOT / "Dockerfile").read_text())
     assert any("apt-get install" in line and " gcc " in line for line in build)
-    assert any('python -c "import workers._trie"' in line for line in final)
+    assert any('python -c "import games._trie"' in line for line in final)
     # What the build stage copies is enough to compile the kernel.
     for line in build:
         if line.startswith("COPY "):
@@ -108,7 +108,7 @@ def test_the_image_is_built_with_the_c_kernel(tmp_path: Path) -> None:
         cwd=tmp_path, capture_output=True, text=True, check=False,
     )  # fmt: skip
     assert built.returncode == 0, built.stderr
-    assert list((tmp_path / "workers").glob("_trie*.so"))
+    assert list((tmp_path / "games").glob("_trie*.so"))
 
 
 def _built(folder: str, names: list[str]) -> list[str]:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.embedded import EmbeddedCluster, StateDir
-from pipeline.problem import get_problem
+from pipeline.registry import get_problem
 from tests.helpers import answers, command_env, input_text, random_cases
 
 

@@ -13,7 +13,7 @@ import pytest
 
 from pipeline.embedded import RedisServer
 from pipeline.jobstore import JobState, JobStore
-from pipeline.problem import get_problem
+from pipeline.registry import get_problem
 from tests.conftest import Workers, run_reference
 from tests.helpers import answers, command_env, input_text, random_cases
 from tests.test_input_errors import CORPUS

@@ -20,7 +20,8 @@ import pytest
 from pipeline import toolkit
 from pipeline.cli import main
 from pipeline.embedded import RedisServer
-from pipeline.problem import Problem, get_problem, registry
+from pipeline.problem import Problem
+from pipeline.registry import get_problem, registry
 from tests.conftest import Workers, run_reference
 from tests.helpers import parse
 

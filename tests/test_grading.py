@@ -13,7 +13,7 @@ import pytest
 
 from pipeline.config import load_scoring
 from pipeline.grading import CaseResult, Group, Scoring, Verdict, compare
-from pipeline.problem import get_problem
+from pipeline.registry import get_problem
 from pipeline.reports import diff_reports
 from tests.helpers import answers, command_env, input_text, random_cases
 

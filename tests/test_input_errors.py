@@ -8,7 +8,8 @@ import tracemalloc
 import pytest
 
 from pipeline.errors import InputError
-from pipeline.problem import get_problem, read_cases
+from pipeline.reader import read_cases
+from pipeline.registry import get_problem
 from pipeline.tokens import TokenReader
 from tests.helpers import parse
 

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
+from games.strgame import make_case
 from pipeline.messages import FORMAT, BadPayload, ChunkPayload
-from workers.strgame import make_case
 
 
 def test_a_payload_survives_the_round_trip() -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.embedded import RedisServer
-from pipeline.problem import get_problem
+from pipeline.registry import get_problem
 from tests.helpers import command_env, input_text, random_cases
 
 pytestmark = pytest.mark.integration

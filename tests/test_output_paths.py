@@ -14,7 +14,7 @@ import pytest
 
 from pipeline.errors import UsageError
 from pipeline.files import OutputError, atomic_write, check_output
-from pipeline.problem import get_problem
+from pipeline.registry import get_problem
 from tests.helpers import answers
 from tests.test_pipeline import gamebatch
 

@@ -11,15 +11,15 @@ from pathlib import Path
 
 import pytest
 
+from games.strgame import make_case
 from pipeline import collector, producer
 from pipeline.config import load_settings
 from pipeline.embedded import RedisServer
 from pipeline.jobstore import JobState, JobStore
-from pipeline.problem import get_problem
+from pipeline.registry import get_problem
 from tests.conftest import Workers
 from tests.helpers import answers, command_env, input_text, random_cases
 from workers.runner import Outcome, run_chunk
-from workers.strgame import make_case
 
 pytestmark = pytest.mark.integration
 

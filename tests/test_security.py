@@ -14,7 +14,7 @@ import pytest
 import redis
 
 from pipeline.embedded import _terminate, free_port, redis_server_binary
-from pipeline.problem import get_problem
+from pipeline.registry import get_problem
 from tests.conftest import Workers
 from tests.helpers import answers, command_env, input_text, random_cases
 

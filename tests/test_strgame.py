@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from games import strgame
+from games.strgame import PROBLEM, common_prefix, first_player_outcomes, make_case, solve
 from tests.conftest import run_reference
 from tests.helpers import answers, input_text, random_cases
-from workers import strgame
-from workers.strgame import PROBLEM, common_prefix, first_player_outcomes, make_case, solve
 
 EXAMPLE = "2\n\n2 3\n\na\n\nb\n\n1 2\n\nab\n"
 

@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
+from games import strgame
 from pipeline import toolkit
 from pipeline.config import LimitSettings
 from pipeline.errors import InputError
-from pipeline.problem import get_problem
+from pipeline.registry import get_problem
 from tests.helpers import answers, command_env
-from workers import strgame
 
 PLUGIN_DIR = Path(__file__).resolve().parent / "plugin_nim"
 GAMES = ["strgame", "pathgame"]

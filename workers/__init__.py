@@ -1,4 +1,4 @@
-"""Celery workers: the app (`celery -A workers worker`), the chunk task and the game solvers."""
+"""Celery workers: the app (`celery -A workers worker`), the chunk task and its runner."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Any
 
 
 def __getattr__(name: str) -> Any:
-    # The app is built on first use, so that importing a solver does not import Celery.
+    # The app is built on first use, so that importing the runner does not build it.
     if name in ("app", "celery"):
         from workers.celery_app import default_app
 

@@ -18,17 +18,16 @@ from pipeline.config import LANES, Settings, lane_queue, load_settings
 from pipeline.errors import UsageError
 from pipeline.jobstore import JobStore, this_process
 from pipeline.lifeline import tie_to_parent
-from pipeline.problem import registry
-from workers import transport
-
-TASK_NAME = "gamebatch.solve_chunk"
+from pipeline.registry import registry
+from workers.tasks import TASK_NAME, register
+from workers.transport import install as install_transport
 
 
 def create_app(settings: Settings) -> Celery:
     """An app bound to the settings' broker, with the chunk task registered."""
     if not settings.broker_url:
         raise UsageError("no broker: pass --broker URL or set GAMEBATCH_BROKER_URL")
-    transport.install()  # malformed messages are dropped, not fatal
+    install_transport()  # malformed messages are dropped, not fatal
     app = Celery("gamebatch", broker=settings.broker_url, set_as_current=False)
     app.conf.update(
         task_serializer="json",
@@ -58,8 +57,6 @@ def create_app(settings: Settings) -> Celery:
         worker_send_task_events=settings.events,
         task_send_sent_event=settings.events,
     )
-    from workers.tasks import register
-
     register(app, settings)
     app.gamebatch_settings = settings  # for the sweeper
     return app
@@ -82,12 +79,6 @@ def lane_sender(app: Celery, store: JobStore, settings: Settings) -> Callable[[s
 def default_app() -> Celery:
     """The app of `celery -A workers`, configured from GAMEBATCH_* and GAMEBATCH_CONFIG."""
     return create_app(load_settings())
-
-
-@cache
-def store_for(url: str) -> JobStore:
-    """One Redis client per process (and per broker URL)."""
-    return JobStore.from_url(url)
 
 
 _main_pid = 0  # the worker's main process, set before it forks its pool

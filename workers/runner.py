@@ -9,7 +9,7 @@ from types import TracebackType
 
 from pipeline.jobstore import JobStore
 from pipeline.messages import INVALID_DIGIT, BadPayload, ChunkPayload
-from pipeline.problem import registry
+from pipeline.registry import registry
 
 
 class Outcome(str, Enum):

@@ -3,20 +3,28 @@
 from __future__ import annotations
 
 import logging
+from functools import cache
 
 from celery import Celery
 
 from pipeline.config import Settings
-from pipeline.jobstore import this_process
+from pipeline.jobstore import JobStore, this_process
 from pipeline.messages import BadTask, task_args
 from workers.runner import Outcome, Policy, run_chunk
 
 log = logging.getLogger(__name__)
 
+TASK_NAME = "gamebatch.solve_chunk"
+
+
+@cache
+def store_for(url: str) -> JobStore:
+    """One Redis client per process (and per broker URL)."""
+    return JobStore.from_url(url)
+
 
 def register(app: Celery, settings: Settings) -> None:
     """Attach the chunk task to `app`."""
-    from workers.celery_app import TASK_NAME, store_for
 
     def solve_chunk(job_id: object, index: object) -> str:
         try:

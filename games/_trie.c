@@ -3,7 +3,7 @@
  * Short strings (up to TRIE_LIMIT letters in all): a trie whose edges are kept in a hash
  * table; children are created after their parent, so one pass over the nodes from last to
  * first sees every child before its parent. Long strings, or too many letters for the trie's memory: the method of
- * workers/strgame.py (first_player_outcomes): sort the strings, keep the leaves (strings that
+ * games/strgame.py (first_player_outcomes): sort the strings, keep the leaves (strings that
  * are no prefix of the next one), and walk the compressed trie given by the common prefixes
  * of neighbouring leaves with an explicit stack. O(L log n). No recursion either way.
  */

@@ -8,9 +8,9 @@ from collections.abc import Iterator
 from functools import cache, lru_cache
 from typing import Any
 
+from games.grundy import BORDER, CROSS, OPEN, SAME, GrundyTables, compute_tables
 from pipeline.problem import TableCache
 from pipeline.tokens import TokenReader, shorten
-from workers.grundy import BORDER, CROSS, OPEN, SAME, GrundyTables, compute_tables
 
 TABLE_NAME = "pathgame:grundy"
 TABLE_SIZE = 1024  # widths solved from the table; the closed form takes over beyond

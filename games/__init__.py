@@ -1,0 +1,1 @@
+"""The built-in games, each a `pipeline.problem.Problem` registered as an entry point."""

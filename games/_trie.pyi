@@ -1,0 +1,3 @@
+"""Type stub of the optional C kernel (games/_trie.c)."""
+
+def outcomes(text: str, method: int = 0, /) -> int: ...

@@ -1,0 +1,32 @@
+"""The registry of games: every `gamebatch.problems` entry point, found once per process."""
+
+from __future__ import annotations
+
+from functools import cache
+from importlib.metadata import entry_points
+
+from pipeline.errors import UsageError
+from pipeline.problem import Problem
+
+ENTRY_POINT_GROUP = "gamebatch.problems"
+
+
+@cache
+def registry() -> dict[str, Problem]:
+    """All games registered under the entry point group."""
+    found: dict[str, Problem] = {}
+    for point in entry_points(group=ENTRY_POINT_GROUP):
+        found[point.name] = point.load()
+    if not found:  # running from a source tree that was never installed
+        from games import pathgame, strgame
+
+        found = {"strgame": strgame.PROBLEM, "pathgame": pathgame.PROBLEM}
+    return found
+
+
+def get_problem(name: str) -> Problem:
+    """The game called `name`, or a UsageError listing the known ones."""
+    known = registry()
+    if name not in known:
+        raise UsageError(f"unknown problem {name!r}; known: {', '.join(sorted(known))}")
+    return known[name]

@@ -1,3 +1,0 @@
-"""Type stub of the optional C kernel (workers/_trie.c)."""
-
-def outcomes(text: str, method: int = 0, /) -> int: ...
