@@ -28,8 +28,8 @@ from pathlib import Path
 from pipeline import toolkit
 from pipeline.chunking import chunk_cases
 from pipeline.config import load_settings
-from pipeline.embedded import RedisServer
 from pipeline.jobstore import JobState, JobStore
+from pipeline.local.redis_server import RedisServer
 from pipeline.messages import ChunkPayload
 from pipeline.problem import Problem
 from pipeline.reader import read_batches, read_cases

@@ -311,8 +311,8 @@ def _cmd_cancel(args: argparse.Namespace) -> int:
 
 
 def _cmd_worker(args: argparse.Namespace) -> int:
-    from pipeline.embedded import supervise_worker
     from pipeline.jobstore import JobStore
+    from pipeline.local.workers import supervise_worker
 
     settings = _settings(args, need_broker=True)
     assert settings.broker_url is not None

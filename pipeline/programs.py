@@ -9,7 +9,7 @@ import signal
 import subprocess
 
 from pipeline.errors import UsageError
-from pipeline.lifeline import before_exec
+from pipeline.local.children import before_exec
 from pipeline.problem import Case, Problem
 from pipeline.toolkit import Solver, in_process_solver, write_input
 

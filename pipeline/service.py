@@ -11,12 +11,13 @@ from functools import cached_property
 from pathlib import Path
 from typing import TextIO
 
-from pipeline import collector, escape, files, keys, producer, producers
+from pipeline import collector, escape, files, keys, producer
 from pipeline.collector import INVALID_WORD, JobLost
 from pipeline.config import Settings, default_state_dir, worker_settings
 from pipeline.errors import InputError, UnknownJob
 from pipeline.jobstore import JobStore
 from pipeline.jobstore import Progress as JobProgress
+from pipeline.local import producers
 from pipeline.problem import Problem
 from pipeline.progress import Progress
 from pipeline.recovery import Recovery, queued_messages
@@ -53,7 +54,7 @@ def cluster(settings: Settings, *, workers: bool = True) -> Iterator[Cluster]:
         JobStore.check_url(settings.broker_url)
         yield Cluster(settings, JobStore.from_url(settings.broker_url, command=True), lambda: None)
         return
-    from pipeline.embedded import EmbeddedCluster
+    from pipeline.local.cluster import EmbeddedCluster
 
     count = (settings.workers or os.cpu_count() or 1) if workers else 0
     state = default_state_dir() if settings.state_dir is None else settings.state_dir

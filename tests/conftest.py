@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 import redis
 
-from pipeline.embedded import RedisServer, _terminate
+from pipeline.local.children import terminate
+from pipeline.local.redis_server import RedisServer
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("REFERENCE_SHARED_DIR", ROOT.parent / "shared"))
@@ -91,7 +92,7 @@ class Workers:
     def stop(self) -> None:
         """Stop every worker."""
         for process in self.processes:
-            _terminate(process, 5)
+            terminate(process, 5)
 
 
 @pytest.fixture

@@ -14,8 +14,8 @@ import redis
 
 from pipeline import producer
 from pipeline.config import load_settings
-from pipeline.embedded import RedisServer
 from pipeline.jobstore import JobStore
+from pipeline.local.redis_server import RedisServer
 from pipeline.messages import BadTask, task_args
 from pipeline.registry import get_problem
 from tests.conftest import Workers

@@ -8,9 +8,9 @@ import pytest
 
 from pipeline import collector, producer
 from pipeline.config import load_settings
-from pipeline.embedded import RedisServer
 from pipeline.errors import UsageError
 from pipeline.jobstore import JobStore
+from pipeline.local.redis_server import RedisServer
 from pipeline.registry import get_problem
 from tests.helpers import answers
 from workers.runner import run_chunk

@@ -98,7 +98,7 @@ def test_passwords_are_masked() -> None:
 def test_producers_read_large_inputs_on_the_cpus_that_workers_leave_free(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from pipeline.producers import PARALLEL_MIN_BYTES, producer_count
+    from pipeline.local.producers import PARALLEL_MIN_BYTES, producer_count
 
     monkeypatch.setattr("os.cpu_count", lambda: 8)
     small = [tmp_path / f"s{i}.in" for i in range(3)]

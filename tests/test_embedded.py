@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.embedded import EmbeddedCluster, StateDir
+from pipeline.local.cluster import EmbeddedCluster, StateDir
 from pipeline.registry import get_problem
 from tests.helpers import answers, command_env, input_text, random_cases
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.embedded import RedisServer
 from pipeline.jobstore import JobState, JobStore
+from pipeline.local.redis_server import RedisServer
 from pipeline.registry import get_problem
 from tests.conftest import Workers, run_reference
 from tests.helpers import answers, command_env, input_text, random_cases

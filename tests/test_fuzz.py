@@ -19,7 +19,7 @@ import pytest
 
 from pipeline import toolkit
 from pipeline.cli import main
-from pipeline.embedded import RedisServer
+from pipeline.local.redis_server import RedisServer
 from pipeline.problem import Problem
 from pipeline.registry import get_problem, registry
 from tests.conftest import Workers, run_reference

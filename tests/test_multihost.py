@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.embedded import _terminate, redis_server_binary
+from pipeline.local.children import terminate
+from pipeline.local.redis_server import redis_server_binary
 from pipeline.registry import get_problem
 from tests.helpers import answers, command_env, input_text, random_cases
 
@@ -67,7 +68,7 @@ class Hosts:
 
     def destroy(self) -> None:
         for process in self.processes:
-            _terminate(process, 3)
+            terminate(process, 3)
         for ns in [*self.names.values(), self.switch]:
             subprocess.run(["ip", "netns", "del", ns], capture_output=True, check=False)
 

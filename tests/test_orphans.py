@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.embedded import RedisServer
+from pipeline.local.redis_server import RedisServer
 from pipeline.registry import get_problem
 from tests.helpers import command_env, input_text, random_cases
 

@@ -14,8 +14,8 @@ import pytest
 from games.strgame import make_case
 from pipeline import collector, producer
 from pipeline.config import load_settings
-from pipeline.embedded import RedisServer
 from pipeline.jobstore import JobState, JobStore
+from pipeline.local.redis_server import RedisServer
 from pipeline.registry import get_problem
 from tests.conftest import Workers
 from tests.helpers import answers, command_env, input_text, random_cases

