@@ -10,7 +10,7 @@ from typing import TextIO
 from pipeline import files
 from pipeline.errors import JobFailed
 from pipeline.jobstore import JobState, JobStore, Progress
-from pipeline.messages import INVALID_DIGIT
+from pipeline.messages import answer_lines
 from pipeline.problem import Problem
 
 INVALID_WORD = "INVALID"  # the result line of a case that --keep-going let through
@@ -58,8 +58,7 @@ def write_result(
     store: JobStore, job_id: str, problem: Problem, progress: Progress, out: TextIO
 ) -> None:
     """Write one answer word per case, in input order."""
-    words = {ord(str(i)): word + "\n" for i, word in enumerate(problem.answers)}
-    words[ord(INVALID_DIGIT)] = INVALID_WORD + "\n"
+    words = answer_lines(problem.answers, INVALID_WORD)
     written = 0
     for digits in store.iter_answers(job_id, progress.chunks or 0):
         out.write(digits.translate(words))

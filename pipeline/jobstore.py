@@ -8,6 +8,8 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from enum import Enum
+from functools import cache
+from importlib import resources
 from typing import Any
 
 import redis
@@ -17,55 +19,6 @@ from redis.retry import Retry
 from pipeline import keys
 from pipeline.config import mask_url
 from pipeline.errors import UsageError
-
-# Store a chunk's answers once: a duplicate run of the chunk changes nothing.
-# KEYS: manifest, answers, payload, attempts, cursor, lease; ARGV: index, digits
-_SAVE_ANSWERS = """
-redis.call('DEL', KEYS[3], KEYS[6])
-redis.call('HDEL', KEYS[4], ARGV[1])
-redis.call('HDEL', KEYS[5], ARGV[1])
-local state = redis.call('HGET', KEYS[1], 'state')
-if state == false or state == 'cancelled' then return -1 end
-if redis.call('HSETNX', KEYS[2], ARGV[1], ARGV[2]) == 1 then
-  redis.call('HINCRBY', KEYS[1], 'done_chunks', 1)
-  redis.call('HINCRBY', KEYS[1], 'done_cases', string.len(ARGV[2]))
-  local t = redis.call('TIME')
-  redis.call('HSET', KEYS[1], 'answered', t[1] .. '.' .. string.format('%06d', t[2]))
-  return 1
-end
-return 0
-"""
-
-# Count a run of a chunk and take its lease; -1 when the job is gone or cancelled.
-# KEYS: manifest, attempts, lease; ARGV: index, holder, lease seconds
-_BEGIN_ATTEMPT = """
-local state = redis.call('HGET', KEYS[1], 'state')
-if state == false or state == 'cancelled' then return -1 end
-local attempt = redis.call('HINCRBY', KEYS[2], ARGV[1], 1)
-local t = redis.call('TIME')
-redis.call('HSETNX', KEYS[1], 'started', t[1] .. '.' .. string.format('%06d', t[2]))
-redis.call('SET', KEYS[3], ARGV[2], 'EX', ARGV[3])
-return attempt
-"""
-
-# Chunks started but abandoned (lease expired, no answers, payload still there) that were
-# not re-queued since their last start; marks them re-queued and returns their indexes.
-# KEYS: attempts, answers, requeued; ARGV: prefix of the job's keys
-_ABANDONED = """
-local found = {}
-local entries = redis.call('HGETALL', KEYS[1])
-for j = 1, #entries, 2 do
-  local i, n = entries[j], entries[j + 1]
-  if redis.call('HEXISTS', KEYS[2], i) == 0
-      and redis.call('EXISTS', ARGV[1] .. ':lease:' .. i) == 0
-      and redis.call('EXISTS', ARGV[1] .. ':in:' .. i) == 1
-      and redis.call('HGET', KEYS[3], i) ~= n then
-    redis.call('HSET', KEYS[3], i, n)
-    table.insert(found, tonumber(i))
-  end
-end
-return found
-"""
 
 _ANSWER_BATCH = 512  # chunks fetched per round trip by the collector
 
@@ -150,9 +103,9 @@ class JobStore:
 
     def __init__(self, client: redis.Redis) -> None:
         self.client: Any = client  # redis-py's return types are too loose to check
-        self._save = client.register_script(_SAVE_ANSWERS)
-        self._begin = client.register_script(_BEGIN_ATTEMPT)
-        self._abandoned = client.register_script(_ABANDONED)
+        self._save = client.register_script(_script("save_answers"))
+        self._begin = client.register_script(_script("begin_attempt"))
+        self._abandoned = client.register_script(_script("abandoned"))
 
     @classmethod
     def check_url(cls, url: str) -> None:
@@ -285,7 +238,7 @@ class JobStore:
         value = self.client.hget(keys.job_field(job_id, "cursor"), str(index))
         return None if value is None else int(value)
 
-    def save_answers(self, job_id: str, index: int, digits: str) -> bool:
+    def save_answers(self, job_id: str, index: int, codes: str) -> bool:
         """Store answers atomically and once; False for a duplicate or a vanished job."""
         keys_ = [
             keys.job(job_id),
@@ -295,7 +248,7 @@ class JobStore:
             keys.job_field(job_id, "cursor"),
             keys.lease(job_id, index),
         ]
-        return bool(self._save(keys=keys_, args=[index, digits]) == 1)
+        return bool(self._save(keys=keys_, args=[index, codes]) == 1)
 
     def fail_chunk(self, job_id: str, index: int, reason: str) -> None:
         """Record that a chunk cannot be solved."""
@@ -313,11 +266,12 @@ class JobStore:
             keys.answers(job_id),
             keys.job_field(job_id, "requeued"),
         ]
-        return [int(i) for i in self._abandoned(keys=keys_, args=[keys.job(job_id)])]
+        prefixes = [keys.lease_prefix(job_id), keys.chunk_input_prefix(job_id)]
+        return [int(i) for i in self._abandoned(keys=keys_, args=prefixes)]
 
     def unleased(self, job_id: str) -> list[int]:
         """Chunks with a payload that no worker holds (queued, reserved, or lost)."""
-        prefix = keys.chunk_input(job_id, 0)[:-1]
+        prefix = keys.chunk_input_prefix(job_id)
         indexes = [int(k[len(prefix) :]) for k in self._scan(prefix + "*")]
         with self.client.pipeline(transaction=False) as pipe:
             for index in indexes:
@@ -340,7 +294,7 @@ class JobStore:
 
     def leased(self, job_id: str) -> bool:
         """Whether any worker holds a chunk of the job right now."""
-        return next(self._scan(keys.lease(job_id, 0)[:-1] + "*"), None) is not None
+        return next(self._scan(keys.lease_prefix(job_id) + "*"), None) is not None
 
     def claim_sweep(self, holder: str, seconds: float) -> bool:
         """Take the right to sweep for lost chunks for `seconds`, unless another has it."""
@@ -393,9 +347,8 @@ class JobStore:
         self._delete_chunks(job_id)
 
     def _delete_chunks(self, job_id: str) -> None:
-        prefix = keys.chunk_input(job_id, 0)[:-1]
-        lease_prefix = keys.lease(job_id, 0)[:-1]
-        for pattern in (prefix + "*", lease_prefix + "*"):
+        for prefix in (keys.chunk_input_prefix(job_id), keys.lease_prefix(job_id)):
+            pattern = prefix + "*"
             batch = list(self._scan(pattern))
             for start in range(0, len(batch), 1000):
                 self.client.delete(*batch[start : start + 1000])
@@ -414,6 +367,12 @@ class JobStore:
     def set(self, name: str, value: bytes) -> None:
         """Store a shared table for every other worker."""
         self.client.set(keys.table(name), value)
+
+
+@cache
+def _script(name: str) -> str:
+    """A Lua script of pipeline/lua/ (each lists its KEYS and ARGV at its top)."""
+    return resources.files("pipeline").joinpath(f"lua/{name}.lua").read_text(encoding="utf-8")
 
 
 def _progress(

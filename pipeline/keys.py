@@ -7,8 +7,8 @@ gb:job:{job}              hash   manifest: problem, input, state, chunk settings
                                  the latest answers)
 gb:job:{job}:in:{i}       string JSON payload of chunk i ({"format", "problem", "first", "cases"});
                                  deleted when its answers are stored
-gb:job:{job}:out          hash   chunk index -> answer digits, one per case (index into the
-                                 game's answer words; "-" for an invalid case); written once
+gb:job:{job}:out          hash   chunk index -> answer codes, one ASCII character per case
+                                 (messages.ANSWER_CODES; "-" for an invalid case); written once
 gb:job:{job}:errors       hash   chunk index -> why the chunk failed for good
 gb:job:{job}:attempts     hash   chunk index -> runs started (removed once answered)
 gb:job:{job}:requeued     hash   chunk index -> attempts seen when last re-queued
@@ -47,12 +47,22 @@ def job(job_id: str) -> str:
 
 def chunk_input(job_id: str, index: int) -> str:
     """Chunk payload waiting for a worker."""
-    return f"{PREFIX}:job:{job_id}:in:{index}"
+    return f"{chunk_input_prefix(job_id)}{index}"
+
+
+def chunk_input_prefix(job_id: str) -> str:
+    """What every chunk payload key of the job starts with (then comes the index)."""
+    return f"{PREFIX}:job:{job_id}:in:"
 
 
 def lease(job_id: str, index: int) -> str:
     """Held by the worker running the chunk."""
-    return f"{PREFIX}:job:{job_id}:lease:{index}"
+    return f"{lease_prefix(job_id)}{index}"
+
+
+def lease_prefix(job_id: str) -> str:
+    """What every lease key of the job starts with (then comes the index)."""
+    return f"{PREFIX}:job:{job_id}:lease:"
 
 
 def job_field(job_id: str, name: str) -> str:

@@ -3,12 +3,31 @@
 from __future__ import annotations
 
 import json
+import string
 from dataclasses import dataclass
 from typing import Any
 
 from pipeline import keys
 
-INVALID_DIGIT = "-"  # a worker's answer for a case that --keep-going let through
+# A chunk's answers travel as one ASCII character per case: character i of ANSWER_CODES for
+# answer word i of the game, INVALID_CODE for a case that --keep-going let through. Redis
+# counts them with string.len, so they must be one byte each.
+ANSWER_CODES = string.digits + string.ascii_uppercase + string.ascii_lowercase
+MAX_ANSWERS = len(ANSWER_CODES)  # answer words a game may have (checked when it registers)
+INVALID_CODE = "-"
+
+
+def encode_answer(index: int) -> str:
+    """The code of answer word `index`."""
+    return ANSWER_CODES[index]
+
+
+def answer_lines(words: tuple[str, ...], invalid_word: str) -> dict[int, str]:
+    """A str.translate table from codes to result lines (the word and a newline)."""
+    table = {ord(ANSWER_CODES[i]): word + "\n" for i, word in enumerate(words)}
+    table[ord(INVALID_CODE)] = invalid_word + "\n"
+    return table
+
 
 # Bumped whenever the payload or a game's case encoding changes, so that a worker of another
 # gamebatch version fails the chunk with a clear reason instead of misreading it.

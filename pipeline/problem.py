@@ -29,7 +29,7 @@ class Problem(Protocol):
 
     @property
     def answers(self) -> tuple[str, ...]:
-        """The answer words; solve() returns an index into this tuple."""
+        """The answer words (2 to messages.MAX_ANSWERS); solve() returns an index into them."""
 
     @property
     def shapes(self) -> tuple[str, ...]:

@@ -6,6 +6,7 @@ from functools import cache
 from importlib.metadata import entry_points
 
 from pipeline.errors import UsageError
+from pipeline.messages import MAX_ANSWERS
 from pipeline.problem import Problem
 
 ENTRY_POINT_GROUP = "gamebatch.problems"
@@ -16,7 +17,13 @@ def registry() -> dict[str, Problem]:
     """All games registered under the entry point group."""
     found: dict[str, Problem] = {}
     for point in entry_points(group=ENTRY_POINT_GROUP):
-        found[point.name] = point.load()
+        game = point.load()
+        if not 2 <= len(game.answers) <= MAX_ANSWERS:
+            raise UsageError(
+                f"game {point.name!r} ({point.value}) has {len(game.answers)} answer words:"
+                f" a game needs 2 to {MAX_ANSWERS}"
+            )
+        found[point.name] = game
     if not found:  # running from a source tree that was never installed
         from games import pathgame, strgame
 

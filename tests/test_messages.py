@@ -3,11 +3,22 @@
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import pytest
 
+import pipeline.registry as registry_module
 from games.strgame import make_case
-from pipeline.messages import FORMAT, BadPayload, ChunkPayload
+from pipeline.errors import UsageError
+from pipeline.messages import (
+    FORMAT,
+    INVALID_CODE,
+    MAX_ANSWERS,
+    BadPayload,
+    ChunkPayload,
+    answer_lines,
+    encode_answer,
+)
 
 
 def test_a_payload_survives_the_round_trip() -> None:
@@ -34,3 +45,30 @@ def test_a_payload_of_another_version_is_refused_by_name(version: int | None) ->
         doc["format"] = version
     with pytest.raises(BadPayload, match=f"format {version or 1} where this worker reads"):
         ChunkPayload.decode(json.dumps(doc).encode())
+
+
+def test_answer_codes_serve_any_game_up_to_the_limit() -> None:
+    words = tuple(f"w{i}" for i in range(MAX_ANSWERS))
+    codes = "".join(encode_answer(i) for i in range(MAX_ANSWERS)) + INVALID_CODE
+    assert len(codes.encode()) == MAX_ANSWERS + 1  # one byte each: Lua counts bytes
+    lines = codes.translate(answer_lines(words, "INVALID")).splitlines()
+    assert lines == [*words, "INVALID"]
+    assert MAX_ANSWERS >= 60
+
+
+def test_a_game_with_too_many_answer_words_is_refused_when_it_registers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    class Point:
+        name, value = "wordy", "wordy:PROBLEM"
+
+        def load(self) -> object:
+            return SimpleNamespace(answers=tuple(map(str, range(MAX_ANSWERS + 1))))
+
+    monkeypatch.setattr(registry_module, "entry_points", lambda group: [Point()])
+    registry_module.registry.cache_clear()
+    try:
+        with pytest.raises(UsageError, match=r"'wordy' .* has 63 answer words: a game needs 2"):
+            registry_module.registry()
+    finally:
+        registry_module.registry.cache_clear()

@@ -8,7 +8,7 @@ from enum import Enum
 from types import TracebackType
 
 from pipeline.jobstore import JobStore
-from pipeline.messages import INVALID_DIGIT, BadPayload, ChunkPayload
+from pipeline.messages import INVALID_CODE, BadPayload, ChunkPayload, encode_answer
 from pipeline.registry import registry
 
 
@@ -84,19 +84,19 @@ def run_chunk(store: JobStore, job_id: str, index: int, policy: Policy = Policy(
         store.fail_chunk(job_id, index, f"{where}: its worker died in {attempt - 1} attempts")
         return Outcome.FAILED
     careful = attempt > 1  # a run died before: record each case so the culprit gets named
-    digits = []
+    codes = []
     with Lease(store, job_id, index, policy):
         for offset, case in enumerate(payload.cases):
             if careful:
                 store.set_cursor(job_id, index, offset)
             if case is None:
-                digits.append(INVALID_DIGIT)
+                codes.append(INVALID_CODE)
                 continue
             try:
-                digits.append(chr(48 + problem.solve(case)))
+                codes.append(encode_answer(problem.solve(case)))
             except Exception as exc:  # a solver bug must name its case, not kill the worker
                 number = payload.first + offset
                 store.fail_chunk(job_id, index, f"case {number}: {type(exc).__name__}: {exc}")
                 return Outcome.FAILED
-    saved = store.save_answers(job_id, index, "".join(digits))
+    saved = store.save_answers(job_id, index, "".join(codes))
     return Outcome.SOLVED if saved else Outcome.DUPLICATE
