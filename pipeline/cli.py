@@ -57,6 +57,11 @@ def _lane_option(p: argparse.ArgumentParser) -> None:
 
 
 def _pipeline_commands(sub: Any) -> None:
+    _solve_command(sub)
+    _job_commands(sub)
+
+
+def _solve_command(sub: Any) -> None:
     p = _command(sub, "solve", "solve input files and write one result file per input",
                  broker="; default: an embedded Redis with local workers")  # fmt: skip
     p.add_argument("-p", "--problem", required=True, help=PROBLEMS_HELP)
@@ -77,6 +82,8 @@ def _pipeline_commands(sub: Any) -> None:
         help="solve the valid cases of a bad file; INVALID marks the others (errors in OUT.errors)",
     )  # fmt: skip
 
+
+def _job_commands(sub: Any) -> None:
     embedded = "; default: the embedded Redis"
     p = _command(sub, "submit", "queue one input file and print its job id", broker=embedded)
     p.add_argument("-p", "--problem", required=True, help=PROBLEMS_HELP)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from pipeline.chunking import chunk_cases
+from pipeline.chunking import Chunk, chunk_cases
 from pipeline.config import Settings
 from pipeline.errors import InputError, UsageError
 from pipeline.jobstore import JobStore, Progress, this_process
@@ -77,69 +77,81 @@ def submit(
     """
     digest = checksum(path)
     job_id = job_id_for(problem, digest) + ("-keep-going" if keep_going else "")
-    manifest = store.open_job(
-        job_id,
-        {
-            "problem": problem.name,
-            "input": path.name,
-            "target_work": settings.chunk.target_work,
-            "max_cases": settings.chunk.max_cases,
-            "lane": lane,
-            "producer": this_process(),
-        },
-    )
+    manifest = store.open_job(job_id, _manifest(problem, path, settings, lane))
     progress = store.progress(job_id)
     if progress and progress.chunks is not None and progress.done_chunks == progress.chunks:
         on_cases(progress.total or 0)
         return Submitted(job_id, path, progress.total or 0, progress.chunks, 0, keep_going)
-    answered = store.answered(job_id)
-    target, max_cases = int(manifest["target_work"]), int(manifest["max_cases"])
-    queued = total = chunks = 0
-    invalid: list[str] = []
-    store.reset_invalid(job_id)
-    in_flight = None
+    run = _Production(problem, store, send, job_id, keep_going=keep_going, on_cases=on_cases)
     if window:
-        in_flight = _Window(store, job_id, settings, on_progress, chunks=window)
+        run.window = _Window(store, job_id, settings, on_progress, chunks=window)
     try:
-        with path.open("rb") as raw:
-            stream = _HashingReader(raw)
-            tokens = TokenReader(
-                stream,
-                str(path),
-                max_token=settings.limits.max_token_bytes,
-                max_bytes=settings.limits.max_file_bytes,
-            )
-            batches = read_batches(
-                problem,
-                tokens,
-                on_invalid=(lambda e: invalid.append(str(e))) if keep_going else None,
-            )
-            for chunk in chunk_cases(batches, problem.work, target, max_cases):
-                chunks, total = chunk.index + 1, total + len(chunk.cases)
-                if chunk.index not in answered:
-                    payload = ChunkPayload(problem.name, chunk.first, chunk.cases).encode()
-                    store.put_chunk(job_id, chunk.index, payload)
-                    send(job_id, chunk.index)
-                    queued += 1
-                    if in_flight is not None:
-                        in_flight.add(chunk.index, len(payload))
-                on_cases(len(chunk.cases))
-                store.add_invalid(job_id, invalid)
-                invalid.clear()
-            if stream.rest_digest() != digest:  # answers of other bytes than the job's name
-                raise UsageError(f"cannot read {path}: the file changed while it was read")
-    except UsageError:
-        store.delete(job_id)
-        raise
-    except InputError:
-        store.delete(job_id)  # nothing of a bad file is kept or written
+        run.read(path, digest, settings, int(manifest["target_work"]), int(manifest["max_cases"]))
+    except (UsageError, InputError):
+        store.delete(job_id)  # nothing of a bad or changing file is kept or written
         raise
     except OSError as exc:
         store.delete(job_id)
         raise UsageError(f"cannot read {path}: {exc.strerror}") from None
-    store.add_invalid(job_id, invalid)  # an error after the last case
-    store.finish_production(job_id, chunks, total)
-    return Submitted(job_id, path, total, chunks, queued, keep_going)
+    store.finish_production(job_id, run.chunks, run.total)
+    return Submitted(job_id, path, run.total, run.chunks, run.queued, keep_going)
+
+
+def _manifest(problem: Problem, path: Path, settings: Settings, lane: str) -> dict[str, str | int]:
+    return {
+        "problem": problem.name,
+        "input": path.name,
+        "target_work": settings.chunk.target_work,
+        "max_cases": settings.chunk.max_cases,
+        "lane": lane,
+        "producer": this_process(),
+    }
+
+
+class _Production:
+    """One run of the producer over an input: chunks queued, and the invalid cases."""
+
+    def __init__(
+        self, problem: Problem, store: JobStore, send: Send, job_id: str, *, keep_going: bool,
+        on_cases: Callable[[int], None],
+    ) -> None:  # fmt: skip
+        self.problem, self.store, self.send, self.job_id = problem, store, send, job_id
+        self.keep_going, self.on_cases = keep_going, on_cases
+        self.window: _Window | None = None
+        self.answered = store.answered(job_id)  # by an earlier run: not queued again
+        self.invalid: list[str] = []
+        self.queued = self.total = self.chunks = 0
+        store.reset_invalid(job_id)
+
+    def read(
+        self, path: Path, digest: str, settings: Settings, target_work: int, max_cases: int
+    ) -> None:
+        """Read, validate, chunk and queue the whole input; check it is what was hashed."""
+        with path.open("rb") as raw:
+            stream = _HashingReader(raw)
+            limits = settings.limits
+            tokens = TokenReader(stream, str(path), max_token=limits.max_token_bytes,
+                                 max_bytes=limits.max_file_bytes)  # fmt: skip
+            on_invalid = (lambda e: self.invalid.append(str(e))) if self.keep_going else None
+            batches = read_batches(self.problem, tokens, on_invalid=on_invalid)
+            for chunk in chunk_cases(batches, self.problem.work, target_work, max_cases):
+                self._queue(chunk)
+            if stream.rest_digest() != digest:  # answers of other bytes than the job's name
+                raise UsageError(f"cannot read {path}: the file changed while it was read")
+        self.store.add_invalid(self.job_id, self.invalid)  # an error after the last case
+
+    def _queue(self, chunk: Chunk) -> None:
+        self.chunks, self.total = chunk.index + 1, self.total + len(chunk.cases)
+        if chunk.index not in self.answered:
+            payload = ChunkPayload(self.problem.name, chunk.first, chunk.cases).encode()
+            self.store.put_chunk(self.job_id, chunk.index, payload)
+            self.send(self.job_id, chunk.index)
+            self.queued += 1
+            if self.window is not None:
+                self.window.add(chunk.index, len(payload))
+        self.on_cases(len(chunk.cases))
+        self.store.add_invalid(self.job_id, self.invalid)
+        self.invalid.clear()
 
 
 class _HashingReader:

@@ -103,14 +103,10 @@ def read_batches(
                 yield batch
                 number += len(batch.cases) - 1
                 continue
-        tokens.case = number
         try:
             if lost is not None:
                 raise lost
-            if tokens.at_end():
-                raise tokens.error(f"file ends after {number - 1} of {count} cases (T = {count})")
-            block, pos = tokens.mark()
-            yield Batch(number, [problem.read_case(tokens)], block, pos)
+            yield _read_one(problem, tokens, number, count)
         except InputError as exc:
             if on_invalid is None:
                 raise
@@ -118,16 +114,38 @@ def read_batches(
                 on_invalid(exc)
                 lost, lost_from = (None, 0) if exc.recoverable else (exc, number + 1)
             yield Batch(number, [None])
-    if lost is not None and on_invalid is not None and lost_from <= count:
-        on_invalid(
-            InputError(
-                f"cases {lost_from}-{count} not read: the file cannot be followed past case"
-                f" {lost_from - 1}",
-                file=tokens.name,
-            )
-        )
+    _after_the_last_case(tokens, count, lost_from if lost is not None else 0, on_invalid)
+
+
+def _read_one(problem: Problem, tokens: TokenReader, number: int, count: int) -> Batch:
+    """Case `number` read the ordinary way."""
+    tokens.case = number
+    if tokens.at_end():
+        raise tokens.error(f"file ends after {number - 1} of {count} cases (T = {count})")
+    block, pos = tokens.mark()
+    return Batch(number, [problem.read_case(tokens)], block, pos)
+
+
+def _after_the_last_case(
+    tokens: TokenReader,
+    count: int,
+    lost_from: int,
+    on_invalid: Callable[[InputError], None] | None,
+) -> None:
+    """Name the cases that could not be read (from `lost_from`, when the reader lost its
+    way), or else check that nothing follows the last case."""
     tokens.case = 0
-    if lost is None and not tokens.at_end():
+    if lost_from and on_invalid is not None:
+        if lost_from <= count:
+            on_invalid(
+                InputError(
+                    f"cases {lost_from}-{count} not read: the file cannot be followed past case"
+                    f" {lost_from - 1}",
+                    file=tokens.name,
+                )
+            )
+        return
+    if not tokens.at_end():
         extra = tokens.error(
             f"unexpected data after the last of {count} cases (T = {count})",
             tokens.line_at(tokens.mark()),
