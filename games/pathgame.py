@@ -57,9 +57,9 @@ def column_codes(top: bytes, bottom: bytes) -> bytes:
 def read_case(tokens: TokenReader) -> list[str]:
     """Two rows of equal length, only `.` and `#`, with a left-to-right white path."""
     rows = (tokens.next("row 1 of the board"), tokens.next("row 2 of the board"))
-    problem = board_problem(*rows)
-    if problem:
-        raise tokens.error(problem, recoverable=True)
+    reason = board_problem(*rows)
+    if reason:
+        raise tokens.error(reason, recoverable=True)
     return [row.decode("ascii") for row in rows]
 
 

@@ -246,14 +246,14 @@ def _cmd_submit(args: argparse.Namespace) -> int:
 def _cmd_collect(args: argparse.Namespace) -> int:
     from pipeline import service
     from pipeline.files import check_output
-    from pipeline.progress import Progress
+    from pipeline.progress import ProgressBar
 
     settings = _settings(args, need_broker=False)
     service.check_job_id(args.job)
     check_output(args.output)
     with service.cluster(settings) as c:
         problem = service.problem_of(c.store, args.job)
-        progress = Progress("collect", enabled=not args.quiet)
+        progress = ProgressBar("collect", enabled=not args.quiet)
         manifest = c.store.progress(args.job)
         progress.add_total(manifest.total or 0 if manifest else 0)
         try:
@@ -397,9 +397,9 @@ def _cmd_stress(args: argparse.Namespace) -> int:
 
 def _cmd_grade(args: argparse.Namespace) -> int:
     from pipeline import grade_service
-    from pipeline.config import load_scoring
     from pipeline.grading import Scoring
     from pipeline.registry import get_problem
+    from pipeline.scoring import load_scoring
 
     settings = _settings(args, need_broker=False)
     problem = get_problem(args.problem)

@@ -9,7 +9,7 @@ from typing import TextIO
 
 from pipeline import files
 from pipeline.errors import JobFailed
-from pipeline.jobstore import JobState, JobStore, Progress
+from pipeline.jobstore import JobCounters, JobState, JobStore
 from pipeline.messages import answer_lines
 from pipeline.problem import Problem
 
@@ -30,8 +30,8 @@ def wait_for(
     *,
     poll: float,
     timeout: float | None = None,
-    on_progress: Callable[[Progress], None] = lambda p: None,
-) -> Progress:
+    on_progress: Callable[[JobCounters], None] = lambda p: None,
+) -> JobCounters:
     """Poll until every chunk has answers; raise JobFailed on failure, loss or timeout."""
     deadline = None if timeout is None else time.monotonic() + timeout
     while True:
@@ -55,7 +55,7 @@ def wait_for(
 
 
 def write_result(
-    store: JobStore, job_id: str, problem: Problem, progress: Progress, out: TextIO
+    store: JobStore, job_id: str, problem: Problem, progress: JobCounters, out: TextIO
 ) -> None:
     """Write one answer word per case, in input order."""
     words = answer_lines(problem.answers, INVALID_WORD)
@@ -68,7 +68,7 @@ def write_result(
 
 
 def write_result_file(
-    store: JobStore, job_id: str, problem: Problem, progress: Progress, path: Path
+    store: JobStore, job_id: str, problem: Problem, progress: JobCounters, path: Path
 ) -> None:
     """The result file, complete or not at all."""
     files.write_atomically(path, lambda out: write_result(store, job_id, problem, progress, out))

@@ -11,17 +11,16 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from pipeline.errors import UsageError
-from pipeline.grading import Group, Scoring
 
 ENV_PREFIX = "GAMEBATCH_"
 CONFIG_ENV = "GAMEBATCH_CONFIG"
 
 
-class _Section(BaseModel):
+class Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class ChunkSettings(_Section):
+class ChunkSettings(Section):
     """How cases are grouped into tasks (work is the game's cost estimate of a case)."""
 
     target_work: int = Field(4_000_000, gt=0)
@@ -30,14 +29,14 @@ class ChunkSettings(_Section):
     window_bytes: int = Field(256 << 20, gt=0)  # and their payload bytes at most
 
 
-class LimitSettings(_Section):
+class LimitSettings(Section):
     """Input limits enforced while reading, before anything large is held."""
 
     max_token_bytes: int = Field(1 << 26, gt=0)
     max_file_bytes: int = Field(0, ge=0)  # 0: no limit
 
 
-class Settings(_Section):
+class Settings(Section):
     """Everything a command or a worker needs to know."""
 
     broker_url: str | None = None  # None: start an embedded Redis and local workers
@@ -111,7 +110,7 @@ def load_settings(path: str | None = None, **flags: Any) -> Settings:
     data: dict[str, Any] = {}
     source = "defaults"
     if path:
-        data = _read_yaml(Path(path))
+        data = read_yaml(Path(path))
         source = f"config {path}"
     env = _environment()
     if env:
@@ -135,7 +134,7 @@ def load_settings(path: str | None = None, **flags: Any) -> Settings:
 _FLAGS = {"broker_url": "--broker"}  # settings whose flag has another name
 
 
-def _read_yaml(path: Path) -> dict[str, Any]:
+def read_yaml(path: Path) -> dict[str, Any]:
     try:
         doc = yaml.safe_load(path.read_text(encoding="utf-8"))
     except OSError as exc:
@@ -208,45 +207,3 @@ def mask_url(url: str | None) -> str:
     if parts.port:
         host += f":{parts.port}"
     return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
-
-
-class _GroupSpec(_Section):
-    name: str
-    points: float = Field(gt=0)
-    tests: list[str] = Field(default_factory=lambda: ["*"])
-    cases: str | None = None  # "1-3,7"
-
-
-class _ScoringSpec(_Section):
-    groups: list[_GroupSpec] = Field(min_length=1)
-
-
-def load_scoring(path: str) -> Scoring:
-    """A scoring file: groups of cases or tests, each worth points if all are accepted."""
-    data = _read_yaml(Path(path))
-    try:
-        spec = _ScoringSpec.model_validate(data)
-        groups = tuple(
-            Group(g.name, g.points, tuple(g.tests), _ranges(g.cases, f"groups.{g.name}.cases"))
-            for g in spec.groups
-        )
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        key = ".".join(str(part) for part in first["loc"])
-        raise UsageError(f"scoring {path}: {key!r}: {first['msg']}") from None
-    except ValueError as exc:
-        raise UsageError(f"scoring {path}: {exc}") from None
-    return Scoring(groups)
-
-
-def _ranges(text: str | None, key: str) -> tuple[tuple[int, int], ...]:
-    """'1-3,7' as ((1, 3), (7, 7))."""
-    if not text:
-        return ()
-    ranges = []
-    for part in str(text).split(","):
-        low, _, high = part.strip().partition("-")
-        if not low.isdigit() or not (high or low).isdigit() or int(low) > int(high or low):
-            raise ValueError(f"{key!r}: {part.strip()!r} is not a case number or range like 3-7")
-        ranges.append((int(low), int(high or low)))
-    return tuple(ranges)

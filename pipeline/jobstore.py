@@ -35,7 +35,7 @@ class JobState(str, Enum):
 
 
 @dataclass(frozen=True)
-class Progress:
+class JobCounters:
     """A job's counters as read in one round trip."""
 
     job_id: str
@@ -171,11 +171,11 @@ class JobStore:
         """Change the recorded state."""
         self.client.hset(keys.job(job_id), "state", state.value)
 
-    def progress(self, job_id: str) -> Progress | None:
+    def progress(self, job_id: str) -> JobCounters | None:
         """The job's counters, or None when it does not exist."""
         return self.progress_of([job_id])[0]
 
-    def progress_of(self, job_ids: list[str]) -> list[Progress | None]:
+    def progress_of(self, job_ids: list[str]) -> list[JobCounters | None]:
         """progress() of several jobs in one round trip."""
         with self.client.pipeline(transaction=False) as pipe:
             for job_id in job_ids:
@@ -357,10 +357,20 @@ class JobStore:
         for key in self.client.scan_iter(match=pattern, count=1000):
             yield key.decode()
 
-    # --- shared tables (the TableCache of the games) ----------------------------------------
+    @property
+    def tables(self) -> SharedTables:
+        """The tables games share between workers (their TableCache)."""
+        return SharedTables(self.client)
+
+
+class SharedTables:
+    """Tables computed once per cluster (Grundy tables), kept in Redis for every worker."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
 
     def get(self, name: str) -> bytes | None:
-        """A shared table."""
+        """A shared table, or None when nobody computed it yet."""
         value: bytes | None = self.client.get(keys.table(name))
         return value
 
@@ -377,7 +387,7 @@ def _script(name: str) -> str:
 
 def _progress(
     job_id: str, raw: dict[bytes, bytes], raw_errors: dict[bytes, bytes]
-) -> Progress | None:
+) -> JobCounters | None:
     """A job's counters from its manifest and errors hashes."""
     if not raw:
         return None
@@ -390,7 +400,7 @@ def _progress(
         state = JobState.FAILED
     elif state == JobState.RUNNING and done_chunks == chunks:
         state = JobState.COMPLETE
-    return Progress(
+    return JobCounters(
         job_id=job_id,
         problem=m.get("problem", ""),
         state=state,

@@ -12,7 +12,7 @@ from typing import BinaryIO
 from pipeline.chunking import Chunk, chunk_cases
 from pipeline.config import Settings
 from pipeline.errors import InputError, UsageError
-from pipeline.jobstore import JobStore, Progress, this_process
+from pipeline.jobstore import JobCounters, JobStore, this_process
 from pipeline.messages import ChunkPayload
 from pipeline.problem import Problem
 from pipeline.reader import read_batches
@@ -66,7 +66,7 @@ def submit(
     lane: str = "bulk",
     keep_going: bool = False,
     on_cases: Callable[[int], None] = lambda n: None,
-    on_progress: Callable[[Progress], None] = lambda p: None,
+    on_progress: Callable[[JobCounters], None] = lambda p: None,
 ) -> Submitted:
     """Validate and queue every chunk without answers; reuse a finished earlier run.
 
@@ -183,7 +183,7 @@ class _Window:
         store: JobStore,
         job_id: str,
         settings: Settings,
-        on_progress: Callable[[Progress], None],
+        on_progress: Callable[[JobCounters], None],
         *,
         chunks: int,
     ) -> None:

@@ -11,7 +11,7 @@ from tqdm import tqdm
 _LINE_EVERY = 10.0  # seconds between plain lines
 
 
-class Progress:
+class ProgressBar:
     """Counts cases done against a total that may grow while the input is read."""
 
     def __init__(self, label: str, *, stream: TextIO | None = None, enabled: bool = True) -> None:

@@ -6,7 +6,7 @@ import time
 from collections.abc import Callable
 
 from pipeline.config import LANES, Settings, lane_queue
-from pipeline.jobstore import JobState, JobStore, Progress
+from pipeline.jobstore import JobCounters, JobState, JobStore
 from pipeline.producer import Send
 
 
@@ -44,7 +44,7 @@ class Recovery:
         self._last_done = -1
         self._last_change = time.monotonic()
 
-    def tick(self, progress: Progress) -> None:
+    def tick(self, progress: JobCounters) -> None:
         """Look for abandoned chunks when it is time."""
         now = time.monotonic()
         if progress.done_chunks != self._last_done:

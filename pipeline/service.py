@@ -15,11 +15,10 @@ from pipeline import collector, escape, files, keys, producer
 from pipeline.collector import INVALID_WORD, JobLost
 from pipeline.config import Settings, default_state_dir, worker_settings
 from pipeline.errors import InputError, UnknownJob
-from pipeline.jobstore import JobStore
-from pipeline.jobstore import Progress as JobProgress
+from pipeline.jobstore import JobCounters, JobStore
 from pipeline.local import producers
 from pipeline.problem import Problem
-from pipeline.progress import Progress
+from pipeline.progress import ProgressBar
 from pipeline.recovery import Recovery, queued_messages
 from pipeline.registry import get_problem
 
@@ -125,7 +124,7 @@ def run(
     processes when that pays), then collect each in order, healing local workers, re-queueing
     lost chunks and reading an input again when Redis lost its job. A bad input is reported
     and skipped."""
-    progress = Progress(label, enabled=not quiet)
+    progress = ProgressBar(label, enabled=not quiet)
     outcomes = []
     with cluster(settings) as c:
         steps = _SolveRun(c, problem, progress, report, keep_going, lane)
@@ -148,7 +147,7 @@ class _SolveRun:
 
     c: Cluster
     problem: Problem
-    progress: Progress
+    progress: ProgressBar
     report: Callable[[str], None]
     keep_going: bool
     lane: str
@@ -178,7 +177,7 @@ class _SolveRun:
     def _queue(self, item: FileJob) -> producer.Submitted:
         c = self.c
 
-        def on_progress(p: JobProgress) -> None:
+        def on_progress(p: JobCounters) -> None:
             c.check()
             self.progress.job_done(p.job_id, p.done)
 
@@ -214,8 +213,8 @@ def collect(
     output: Path | TextIO | None,
     *,
     timeout: float | None,
-    progress: Progress,
-) -> tuple[JobProgress, int]:
+    progress: ProgressBar,
+) -> tuple[JobCounters, int]:
     """Wait for a job, write its result file (or standard output); count invalid cases.
 
     With invalid cases (keep-going mode) their errors go to OUTPUT.errors (or stderr).
@@ -225,7 +224,7 @@ def collect(
         c.store, c.send, c.queued_messages, lease=s.lease_seconds, stall=s.stall_seconds
     )
 
-    def on_progress(p: JobProgress) -> None:
+    def on_progress(p: JobCounters) -> None:
         c.check()
         progress.job_done(p.job_id, p.done)
         recovery.tick(p)

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.config import load_scoring
 from pipeline.grading import CaseResult, Group, Scoring, Verdict, compare
 from pipeline.registry import get_problem
 from pipeline.reports import diff_reports
+from pipeline.scoring import load_scoring
 from tests.helpers import answers, command_env, input_text, random_cases
 
 EXPECTED = ["Pure", "Dirty", "Pure", "Dirty"]

@@ -99,7 +99,7 @@ def _prepare_tables(sender: Any = None, **_: Any) -> None:
     _main_pid = os.getpid()
     app = getattr(sender, "app", None)
     url = app.conf.broker_url if app is not None else None
-    cache_ = JobStore.from_url(url) if url else None
+    cache_ = JobStore.from_url(url).tables if url else None
     for problem in registry().values():
         problem.prepare(cache_)
 

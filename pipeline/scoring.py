@@ -1,0 +1,53 @@
+"""Scoring files: YAML groups (subtasks) of tests and case ranges, read into a Scoring."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field, ValidationError
+
+from pipeline.config import Section, read_yaml
+from pipeline.errors import UsageError
+from pipeline.grading import Group, Scoring
+
+
+class _GroupSpec(Section):
+    name: str
+    points: float = Field(gt=0)
+    tests: list[str] = Field(default_factory=lambda: ["*"])
+    cases: str | None = None  # "1-3,7"
+
+
+class _ScoringSpec(Section):
+    groups: list[_GroupSpec] = Field(min_length=1)
+
+
+def load_scoring(path: str) -> Scoring:
+    """A scoring file: groups of cases or tests, each worth points if all are accepted."""
+    data = read_yaml(Path(path))
+    try:
+        spec = _ScoringSpec.model_validate(data)
+        groups = tuple(
+            Group(g.name, g.points, tuple(g.tests), _ranges(g.cases, f"groups.{g.name}.cases"))
+            for g in spec.groups
+        )
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        key = ".".join(str(part) for part in first["loc"])
+        raise UsageError(f"scoring {path}: {key!r}: {first['msg']}") from None
+    except ValueError as exc:
+        raise UsageError(f"scoring {path}: {exc}") from None
+    return Scoring(groups)
+
+
+def _ranges(text: str | None, key: str) -> tuple[tuple[int, int], ...]:
+    """'1-3,7' as ((1, 3), (7, 7))."""
+    if not text:
+        return ()
+    ranges = []
+    for part in str(text).split(","):
+        low, _, high = part.strip().partition("-")
+        if not low.isdigit() or not (high or low).isdigit() or int(low) > int(high or low):
+            raise ValueError(f"{key!r}: {part.strip()!r} is not a case number or range like 3-7")
+        ranges.append((int(low), int(high or low)))
+    return tuple(ranges)
