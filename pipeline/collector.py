@@ -9,9 +9,10 @@ from typing import TextIO
 
 from pipeline import files
 from pipeline.errors import JobFailed
-from pipeline.jobstore import JobCounters, JobState, JobStore
+from pipeline.jobstore import JobCounters, JobState
 from pipeline.messages import answer_lines
 from pipeline.problem import Problem
+from pipeline.store import Store
 
 INVALID_WORD = "INVALID"  # the result line of a case that --keep-going let through
 
@@ -25,7 +26,7 @@ class CollectTimeout(JobFailed):
 
 
 def wait_for(
-    store: JobStore,
+    store: Store,
     job_id: str,
     *,
     poll: float,
@@ -55,7 +56,7 @@ def wait_for(
 
 
 def write_result(
-    store: JobStore, job_id: str, problem: Problem, progress: JobCounters, out: TextIO
+    store: Store, job_id: str, problem: Problem, progress: JobCounters, out: TextIO
 ) -> None:
     """Write one answer word per case, in input order."""
     words = answer_lines(problem.answers, INVALID_WORD)
@@ -68,13 +69,13 @@ def write_result(
 
 
 def write_result_file(
-    store: JobStore, job_id: str, problem: Problem, progress: JobCounters, path: Path
+    store: Store, job_id: str, problem: Problem, progress: JobCounters, path: Path
 ) -> None:
     """The result file, complete or not at all."""
     files.write_atomically(path, lambda out: write_result(store, job_id, problem, progress, out))
 
 
-def finish(store: JobStore, job_id: str, ttl: int) -> None:
+def finish(store: Store, job_id: str, ttl: int) -> None:
     """Mark the job done and let its keys expire (a re-run within `ttl` costs nothing)."""
     store.set_state(job_id, JobState.DONE)
     store.expire(job_id, ttl)

@@ -135,6 +135,10 @@ class JobStore:
                     waiting = True
                 time.sleep(pause)
 
+    def close(self) -> None:
+        """Close the connections."""
+        self.client.close()
+
     @classmethod
     def from_url(cls, url: str, *, command: bool = False) -> JobStore:
         """A store on the Redis at `url`; `command`: for a gamebatch command (not a worker)."""
@@ -182,7 +186,10 @@ class JobStore:
                 pipe.hgetall(keys.job(job_id))
                 pipe.hgetall(keys.errors(job_id))
             replies = pipe.execute()
-        return [_progress(j, *replies[2 * i : 2 * i + 2]) for i, j in enumerate(job_ids)]
+        return [
+            counters(job_id, _decode(replies[2 * i]), _decode(replies[2 * i + 1]))
+            for i, job_id in enumerate(job_ids)
+        ]
 
     def jobs(self) -> list[str]:
         """Known job ids, oldest first (ids whose manifest expired are dropped)."""
@@ -385,14 +392,11 @@ def _script(name: str) -> str:
     return resources.files("pipeline").joinpath(f"lua/{name}.lua").read_text(encoding="utf-8")
 
 
-def _progress(
-    job_id: str, raw: dict[bytes, bytes], raw_errors: dict[bytes, bytes]
-) -> JobCounters | None:
-    """A job's counters from its manifest and errors hashes."""
-    if not raw:
+def counters(job_id: str, m: dict[str, str], errors: dict[str, str]) -> JobCounters | None:
+    """A job's counters from its manifest and errors hashes (None: no manifest)."""
+    if not m:
         return None
-    m = _decode(raw)
-    failures = {int(k): v for k, v in _decode(raw_errors).items()}
+    failures = {int(k): v for k, v in errors.items()}
     state = JobState(m.get("state", JobState.PRODUCING.value))
     chunks = int(m["chunks"]) if "chunks" in m else None
     done_chunks = int(m.get("done_chunks", 0))

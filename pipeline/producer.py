@@ -12,10 +12,11 @@ from typing import BinaryIO
 from pipeline.chunking import Chunk, chunk_cases
 from pipeline.config import Settings
 from pipeline.errors import InputError, UsageError
-from pipeline.jobstore import JobCounters, JobStore, this_process
+from pipeline.jobstore import JobCounters, this_process
 from pipeline.messages import ChunkPayload
 from pipeline.problem import Problem
 from pipeline.reader import read_batches
+from pipeline.store import Store
 from pipeline.tokens import TokenReader
 
 Send = Callable[[str, int], None]  # queue a task for (job id, chunk index)
@@ -58,7 +59,7 @@ def job_id_for(problem: Problem, digest: str) -> str:
 def submit(
     problem: Problem,
     path: Path,
-    store: JobStore,
+    store: Store,
     send: Send,
     settings: Settings,
     *,
@@ -112,7 +113,7 @@ class _Production:
     """One run of the producer over an input: chunks queued, and the invalid cases."""
 
     def __init__(
-        self, problem: Problem, store: JobStore, send: Send, job_id: str, *, keep_going: bool,
+        self, problem: Problem, store: Store, send: Send, job_id: str, *, keep_going: bool,
         on_cases: Callable[[int], None],
     ) -> None:  # fmt: skip
         self.problem, self.store, self.send, self.job_id = problem, store, send, job_id
@@ -180,7 +181,7 @@ class _Window:
 
     def __init__(
         self,
-        store: JobStore,
+        store: Store,
         job_id: str,
         settings: Settings,
         on_progress: Callable[[JobCounters], None],

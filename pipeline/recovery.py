@@ -6,11 +6,12 @@ import time
 from collections.abc import Callable
 
 from pipeline.config import LANES, Settings, lane_queue
-from pipeline.jobstore import JobCounters, JobState, JobStore
+from pipeline.jobstore import JobCounters, JobState
 from pipeline.producer import Send
+from pipeline.store import Store
 
 
-def queued_messages(store: JobStore, settings: Settings) -> int:
+def queued_messages(store: Store, settings: Settings) -> int:
     """Messages waiting in every lane."""
     return sum(store.queue_length(lane_queue(settings, lane)) for lane in LANES)
 
@@ -27,12 +28,13 @@ class Recovery:
 
     def __init__(
         self,
-        store: JobStore,
+        store: Store,
         send: Send,
         queued: Callable[[], int],
         *,
         lease: float,
         stall: float,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.store = store
         self.send = send
@@ -40,13 +42,14 @@ class Recovery:
         self.every = lease / 3
         self.stall = stall
         self.requeued = 0
-        self._next = time.monotonic() + self.every
+        self.clock = clock
+        self._next = clock() + self.every
         self._last_done = -1
-        self._last_change = time.monotonic()
+        self._last_change = clock()
 
     def tick(self, progress: JobCounters) -> None:
         """Look for abandoned chunks when it is time."""
-        now = time.monotonic()
+        now = self.clock()
         if progress.done_chunks != self._last_done:
             self._last_done, self._last_change = progress.done_chunks, now
         if now < self._next or progress.chunks is None:
@@ -62,7 +65,7 @@ class Recovery:
         self.requeued += len(indexes)
 
 
-def sweep(store: JobStore, send: Send, settings: Settings) -> int:
+def sweep(store: Store, send: Send, settings: Settings) -> int:
     """One pass over every unfinished job, needing no state of its own (workers run it).
 
     Re-queues the chunks whose lease expired without answers and, in a job with no answers

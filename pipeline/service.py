@@ -63,7 +63,7 @@ def cluster(settings: Settings, *, workers: bool = True) -> Iterator[Cluster]:
         try:
             yield Cluster(bound, store, local.check, count)
         finally:
-            store.client.close()
+            store.close()
 
 
 @dataclass(frozen=True)

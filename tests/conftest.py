@@ -113,3 +113,10 @@ def private_state_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None
         del os.environ["GAMEBATCH_STATE_DIR"]
     else:
         os.environ["GAMEBATCH_STATE_DIR"] = previous
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Everything under tests/integration/ runs real servers and processes: mark it so."""
+    for item in items:
+        if "integration" in item.path.parts:
+            item.add_marker(pytest.mark.integration)

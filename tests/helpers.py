@@ -42,3 +42,16 @@ def command_env(**extra: str) -> dict[str, str]:
     env["GAMEBATCH_STATE_DIR"] = os.environ["GAMEBATCH_STATE_DIR"]  # see conftest
     env.update(extra)
     return env
+
+
+class FakeClock:
+    """Seconds that pass only when a test says so."""
+
+    def __init__(self, start: float = 1000.0) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds

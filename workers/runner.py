@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from enum import Enum
 from types import TracebackType
 
-from pipeline.jobstore import JobStore
 from pipeline.messages import INVALID_CODE, BadPayload, ChunkPayload, encode_answer
 from pipeline.registry import registry
+from pipeline.store import Store
 
 
 class Outcome(str, Enum):
@@ -34,7 +34,7 @@ class Policy:
 class Lease:
     """Refreshes a chunk's lease from a thread while the chunk is solved."""
 
-    def __init__(self, store: JobStore, job_id: str, index: int, policy: Policy) -> None:
+    def __init__(self, store: Store, job_id: str, index: int, policy: Policy) -> None:
         self._args = (job_id, index, policy.holder, policy.lease_seconds)
         self._store = store
         self._every = max(policy.lease_seconds / 3, 0.1)
@@ -56,7 +56,7 @@ class Lease:
         self._thread.join()
 
 
-def run_chunk(store: JobStore, job_id: str, index: int, policy: Policy = Policy()) -> Outcome:
+def run_chunk(store: Store, job_id: str, index: int, policy: Policy = Policy()) -> Outcome:
     """Solve chunk `index` of `job_id`; safe to run any number of times."""
     raw = store.chunk_payload(job_id, index)
     if raw is None:

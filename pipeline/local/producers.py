@@ -150,4 +150,4 @@ def _produce(task: FileTask, on_cases: Callable[[int], None]) -> Result:
     except InputError as exc:
         return f"error: {exc}"
     finally:
-        store.client.close()
+        store.close()

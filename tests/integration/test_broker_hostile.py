@@ -20,7 +20,7 @@ from pipeline.messages import BadTask, task_args
 from pipeline.registry import get_problem
 from tests.conftest import Workers
 from tests.helpers import answers, command_env
-from tests.test_pipeline import gamebatch
+from tests.integration.test_pipeline import gamebatch
 from workers.runner import Outcome, run_chunk
 
 pytestmark = pytest.mark.integration

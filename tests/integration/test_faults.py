@@ -16,7 +16,7 @@ from pipeline.local.redis_server import RedisServer
 from pipeline.registry import get_problem
 from tests.conftest import Workers, run_reference
 from tests.helpers import answers, command_env, input_text, random_cases
-from tests.test_input_errors import CORPUS
+from tests.unit.test_input_errors import CORPUS
 
 pytestmark = pytest.mark.integration
 
@@ -27,7 +27,7 @@ FAULT_ENV = {
     "GAMEBATCH_LEASE_SECONDS": "2",
     "GAMEBATCH_STALL_SECONDS": "3",
 }
-PLUGIN_DIR = Path(__file__).resolve().parent / "plugin_nim"
+PLUGIN_DIR = Path(__file__).resolve().parents[1] / "plugin_nim"
 
 
 def dataset(folder: Path, cases: int = 4000) -> tuple[Path, str]:
@@ -307,7 +307,7 @@ def test_reference_agrees_with_the_fault_dataset(
 def test_grading_heals_its_killed_local_workers(tmp_path: Path) -> None:
     """grade goes through the same orchestration as solve: its dead local workers are started
     again (and their lost chunks queued again), and the report is the same."""
-    from tests.test_orphans import CELERY, _processes
+    from tests.integration.test_orphans import CELERY, _processes
 
     tests, subs = tmp_path / "tests", tmp_path / "subs" / "alice"
     tests.mkdir()

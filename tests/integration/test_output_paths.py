@@ -16,7 +16,7 @@ from pipeline.errors import UsageError
 from pipeline.files import OutputError, atomic_write, check_output
 from pipeline.registry import get_problem
 from tests.helpers import answers
-from tests.test_pipeline import gamebatch
+from tests.integration.test_pipeline import gamebatch
 
 pytestmark = pytest.mark.integration
 

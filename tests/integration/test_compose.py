@@ -14,7 +14,7 @@ import yaml
 from pipeline.cli import _parser
 from pipeline.config import load_settings
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

@@ -27,7 +27,7 @@ from tests.helpers import parse
 
 pytestmark = pytest.mark.integration
 
-PLUGIN_DIR = Path(__file__).resolve().parent / "plugin_nim"
+PLUGIN_DIR = Path(__file__).resolve().parents[1] / "plugin_nim"
 MUTANTS = int(os.environ.get("FUZZ_MUTANTS", "40"))
 SEED = int(os.environ.get("FUZZ_SEED", "1"))
 INTERESTING = b"0123456789abz#.|- \n\r\t\x00\xffA+"

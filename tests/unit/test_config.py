@@ -72,7 +72,7 @@ def test_unreadable_or_malformed_files(tmp_path: Path) -> None:
 
 
 def test_shipped_configs_are_valid() -> None:
-    folder = Path(__file__).resolve().parents[1].joinpath("configs")
+    folder = Path(__file__).resolve().parents[2].joinpath("configs")
     configs = [p for p in sorted(folder.glob("*.yaml")) if not p.name.startswith("scoring-")]
     assert len(configs) >= 2
     for config in configs:

@@ -1,0 +1,279 @@
+"""Job state in this process's memory: the Store of unit tests (as dramatiq's StubBroker).
+
+It keeps the semantics of the Redis store and its Lua scripts (answers stored once, leases
+that expire, a cancelled job refusing work); tests/unit/test_store_contract.py holds both
+stores to the same behaviour. Time is a clock the test can move.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+from pipeline.jobstore import JobCounters, JobState, counters
+from pipeline.store import Store
+
+
+@dataclass
+class _Job:
+    manifest: dict[str, str]
+    answers: dict[int, str] = field(default_factory=dict)
+    errors: dict[int, str] = field(default_factory=dict)
+    attempts: dict[int, int] = field(default_factory=dict)
+    requeued: dict[int, int] = field(default_factory=dict)
+    cursor: dict[int, int] = field(default_factory=dict)
+    invalid: list[str] = field(default_factory=list)
+    payloads: dict[int, bytes] = field(default_factory=dict)
+    leases: dict[int, float] = field(default_factory=dict)  # index -> expiry on the clock
+
+
+class MemoryTables:
+    """Shared tables, in a dict."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, bytes] = {}
+
+    def get(self, name: str) -> bytes | None:
+        """A table, or None."""
+        return self.values.get(name)
+
+    def set(self, name: str, value: bytes) -> None:
+        """Keep a table."""
+        self.values[name] = value
+
+
+class MemoryStore:
+    """The Store interface over dicts; `clock` gives seconds (a test may move it)."""
+
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+        self.clock = clock
+        self._jobs: dict[str, _Job] = {}
+        self._created: dict[str, float] = {}
+        self._sweep_until = 0.0
+        self.queues: dict[str, int] = {}  # messages waiting, as a test sets them
+        self._tables = MemoryTables()
+
+    @property
+    def tables(self) -> MemoryTables:
+        """The games' shared tables."""
+        return self._tables
+
+    def _live(self, job_id: str) -> _Job | None:
+        job = self._jobs.get(job_id)
+        if job is not None:
+            now = self.clock()
+            job.leases = {i: t for i, t in job.leases.items() if t > now}
+        return job
+
+    # --- manifests and counters -------------------------------------------------------------
+
+    def open_job(self, job_id: str, fields: dict[str, str | int]) -> dict[str, str]:
+        """Create the manifest unless it exists; the manifest in force."""
+        if job_id not in self._jobs:
+            manifest = {k: str(v) for k, v in fields.items()}
+            manifest.update(created=repr(self.clock()), state=JobState.PRODUCING.value)
+            self._jobs[job_id] = _Job(manifest)
+            self._created[job_id] = self.clock()
+        return dict(self._jobs[job_id].manifest)
+
+    def manifest(self, job_id: str) -> dict[str, str] | None:
+        """The manifest, or None."""
+        job = self._live(job_id)
+        return dict(job.manifest) if job and job.manifest else None
+
+    def finish_production(self, job_id: str, chunks: int, total: int) -> None:
+        """Every chunk is queued."""
+        self._set(job_id, chunks=str(chunks), total=str(total), state=JobState.RUNNING.value)
+
+    def set_state(self, job_id: str, state: JobState) -> None:
+        """Change the recorded state."""
+        self._set(job_id, state=state.value)
+
+    def _set(self, job_id: str, **fields: str) -> None:
+        job = self._jobs.setdefault(job_id, _Job({}))  # HSET creates the hash, as in Redis
+        job.manifest.update(fields)
+
+    def progress(self, job_id: str) -> JobCounters | None:
+        """The job's counters, or None."""
+        return self.progress_of([job_id])[0]
+
+    def progress_of(self, job_ids: list[str]) -> list[JobCounters | None]:
+        """progress() of several jobs."""
+        found = []
+        for job_id in job_ids:
+            job = self._live(job_id)
+            errors = {str(k): v for k, v in job.errors.items()} if job else {}
+            found.append(counters(job_id, job.manifest if job else {}, errors))
+        return found
+
+    def jobs(self) -> list[str]:
+        """Known job ids, oldest first."""
+        return [j for j in sorted(self._created, key=self._created.__getitem__) if j in self._jobs]
+
+    # --- chunks -----------------------------------------------------------------------------
+
+    def answered(self, job_id: str) -> set[int]:
+        """Chunks with answers."""
+        job = self._live(job_id)
+        return set(job.answers) if job else set()
+
+    def answered_among(self, job_id: str, indexes: list[int]) -> list[int]:
+        """Which of these chunks have answers."""
+        done = self.answered(job_id)
+        return [i for i in indexes if i in done]
+
+    def has_answers(self, job_id: str, index: int) -> bool:
+        """Whether chunk `index` has answers."""
+        return index in self.answered(job_id)
+
+    def put_chunk(self, job_id: str, index: int, payload: bytes) -> None:
+        """Store a payload."""
+        self._jobs.setdefault(job_id, _Job({})).payloads[index] = payload
+
+    def chunk_payload(self, job_id: str, index: int) -> bytes | None:
+        """The payload, or None."""
+        job = self._live(job_id)
+        return job.payloads.get(index) if job else None
+
+    def begin_attempt(self, job_id: str, index: int, holder: str, lease: int) -> int:
+        """Count a run and take the lease; -1 when the job is gone or cancelled."""
+        job = self._live(job_id)
+        state = job.manifest.get("state") if job else None
+        if job is None or state is None or state == JobState.CANCELLED.value:
+            return -1
+        job.attempts[index] = job.attempts.get(index, 0) + 1
+        job.manifest.setdefault("started", repr(self.clock()))
+        job.leases[index] = self.clock() + lease
+        return job.attempts[index]
+
+    def refresh_lease(self, job_id: str, index: int, holder: str, lease: int) -> None:
+        """Keep the lease alive."""
+        self._jobs.setdefault(job_id, _Job({})).leases[index] = self.clock() + lease
+
+    def set_cursor(self, job_id: str, index: int, offset: int) -> None:
+        """Record the case being solved."""
+        self._jobs.setdefault(job_id, _Job({})).cursor[index] = offset
+
+    def cursor(self, job_id: str, index: int) -> int | None:
+        """The recorded case, if any."""
+        job = self._live(job_id)
+        return job.cursor.get(index) if job else None
+
+    def save_answers(self, job_id: str, index: int, codes: str) -> bool:
+        """Store answers once; False for a duplicate or a vanished job."""
+        job = self._live(job_id)
+        if job is None:
+            return False
+        job.payloads.pop(index, None)
+        job.leases.pop(index, None)
+        job.attempts.pop(index, None)
+        job.cursor.pop(index, None)
+        state = job.manifest.get("state")
+        if state is None or state == JobState.CANCELLED.value or index in job.answers:
+            return False
+        job.answers[index] = codes
+        m = job.manifest
+        m["done_chunks"] = str(int(m.get("done_chunks", 0)) + 1)
+        m["done_cases"] = str(int(m.get("done_cases", 0)) + len(codes))
+        m["answered"] = repr(self.clock())
+        return True
+
+    def fail_chunk(self, job_id: str, index: int, reason: str) -> None:
+        """Record that a chunk cannot be solved."""
+        job = self._live(job_id)
+        if job is not None:
+            job.leases.pop(index, None)
+            if job.manifest:
+                job.errors[index] = reason
+
+    def abandoned(self, job_id: str) -> list[int]:
+        """Started chunks whose lease expired without answers (each reported once per run)."""
+        job = self._live(job_id)
+        if job is None:
+            return []
+        found = []
+        for index, runs in job.attempts.items():
+            if (index not in job.answers and index not in job.leases
+                    and index in job.payloads and job.requeued.get(index) != runs):  # fmt: skip
+                job.requeued[index] = runs
+                found.append(index)
+        return found
+
+    def unleased(self, job_id: str) -> list[int]:
+        """Chunks with a payload that no worker holds."""
+        job = self._live(job_id)
+        return [i for i in job.payloads if i not in job.leases] if job else []
+
+    def leased(self, job_id: str) -> bool:
+        """Whether a worker holds a chunk of the job."""
+        job = self._live(job_id)
+        return bool(job and job.leases)
+
+    def iter_answers(self, job_id: str, chunks: int) -> Iterator[str]:
+        """Every chunk's answers in chunk order."""
+        job = self._live(job_id)
+        for index in range(chunks):
+            if job is None or index not in job.answers:
+                raise LookupError(f"chunk {index} of job {job_id} has no answers")
+            yield job.answers[index]
+
+    # --- keep-going errors ------------------------------------------------------------------
+
+    def reset_invalid(self, job_id: str) -> None:
+        """Forget earlier invalid cases."""
+        job = self._live(job_id)
+        if job is not None:
+            job.invalid.clear()
+
+    def add_invalid(self, job_id: str, errors: list[str]) -> None:
+        """Record invalid cases."""
+        if errors:
+            self._jobs.setdefault(job_id, _Job({})).invalid.extend(errors)
+
+    def invalid(self, job_id: str) -> list[str]:
+        """The invalid cases' errors, in input order."""
+        job = self._live(job_id)
+        return list(job.invalid) if job else []
+
+    # --- the cluster ------------------------------------------------------------------------
+
+    def claim_sweep(self, holder: str, seconds: float) -> bool:
+        """Take the right to sweep for `seconds`, unless another has it."""
+        if self.clock() < self._sweep_until:
+            return False
+        self._sweep_until = self.clock() + seconds
+        return True
+
+    def now(self) -> float:
+        """The store's clock."""
+        return self.clock()
+
+    def queue_length(self, queue: str) -> int:
+        """Messages waiting in a queue."""
+        return self.queues.get(queue, 0)
+
+    # --- life cycle -------------------------------------------------------------------------
+
+    def expire(self, job_id: str, ttl: int) -> None:
+        """Kept until a test deletes it (no expiry in memory)."""
+
+    def cancel(self, job_id: str, ttl: int) -> bool:
+        """Stop a job: drop payloads, leases and answers; keep a cancelled manifest."""
+        job = self._live(job_id)
+        if job is None or not job.manifest:
+            return False
+        self._jobs[job_id] = _Job({**job.manifest, "state": JobState.CANCELLED.value})
+        return True
+
+    def delete(self, job_id: str) -> None:
+        """Remove every trace of the job."""
+        self._jobs.pop(job_id, None)
+        self._created.pop(job_id, None)
+
+    def close(self) -> None:
+        """Nothing to close."""
+
+
+def _conforms(store: MemoryStore) -> Store:
+    return store  # mypy checks here that MemoryStore has the Store interface

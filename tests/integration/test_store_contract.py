@@ -1,0 +1,92 @@
+"""The in-memory store and the Redis store keep the same contract (so unit tests mean it)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from pipeline.jobstore import JobState, JobStore
+from pipeline.local.redis_server import RedisServer
+from pipeline.memstore import MemoryStore
+from pipeline.store import Store
+from tests.helpers import FakeClock
+
+JOB = "strgame-" + "c" * 24
+Advance = Callable[[float], None]
+
+
+@pytest.fixture(params=["memory", "redis"])
+def store(request: pytest.FixtureRequest, tmp_path: object) -> Iterator[tuple[Store, Advance]]:
+    """A store, and a way to let seconds pass for it."""
+    if request.param == "memory":
+        clock = FakeClock()
+        yield MemoryStore(clock), clock.advance
+        return
+    server = request.getfixturevalue("redis_server")
+    assert isinstance(server, RedisServer)
+    redis_store = JobStore.from_url(server.url)
+    yield redis_store, time.sleep
+    redis_store.close()
+
+
+def test_manifest_and_states(store: tuple[Store, Advance]) -> None:
+    s, _ = store
+    assert s.manifest(JOB) is None and s.progress(JOB) is None
+    first = s.open_job(JOB, {"problem": "strgame", "lane": "bulk"})
+    again = s.open_job(JOB, {"problem": "strgame", "lane": "interactive"})
+    assert first == again and first["lane"] == "bulk" and first["state"] == "producing"
+    assert s.jobs() == [JOB]
+    s.finish_production(JOB, 2, 3)
+    assert s.progress(JOB).state == JobState.RUNNING  # type: ignore[union-attr]
+    assert s.save_answers(JOB, 0, "01") and not s.save_answers(JOB, 0, "11")
+    assert s.save_answers(JOB, 1, "1")
+    done = s.progress(JOB)
+    assert done is not None
+    assert (done.state, done.done, done.done_chunks, done.total) == (JobState.COMPLETE, 3, 2, 3)
+    assert list(s.iter_answers(JOB, 2)) == ["01", "1"]
+    assert s.answered(JOB) == {0, 1} and s.answered_among(JOB, [1, 5]) == [1]
+
+
+def test_attempts_leases_and_abandoned_chunks(store: tuple[Store, Advance]) -> None:
+    s, advance = store
+    s.open_job(JOB, {"problem": "strgame"})
+    s.put_chunk(JOB, 0, b"x")
+    s.put_chunk(JOB, 1, b"y")
+    assert s.begin_attempt(JOB, 0, "w1", 1) == 1
+    assert s.leased(JOB) and s.unleased(JOB) == [1]
+    assert s.abandoned(JOB) == []
+    advance(1.2)
+    assert not s.leased(JOB) and sorted(s.unleased(JOB)) == [0, 1]
+    assert s.abandoned(JOB) == [0] and s.abandoned(JOB) == []  # once per start
+    assert s.begin_attempt(JOB, 0, "w2", 1) == 2
+    advance(1.2)
+    assert s.abandoned(JOB) == [0]
+    s.fail_chunk(JOB, 1, "case 2: boom")
+    assert s.progress(JOB).failures == {1: "case 2: boom"}  # type: ignore[union-attr]
+
+
+def test_cancel_and_delete(store: tuple[Store, Advance]) -> None:
+    s, _ = store
+    s.open_job(JOB, {"problem": "strgame"})
+    s.put_chunk(JOB, 0, b"x")
+    s.add_invalid(JOB, ["a.in:3: case 1: bad"])
+    assert s.invalid(JOB) == ["a.in:3: case 1: bad"]
+    assert s.cancel(JOB, 60)
+    assert s.begin_attempt(JOB, 0, "w", 30) == -1
+    assert not s.save_answers(JOB, 0, "0")
+    assert s.chunk_payload(JOB, 0) is None and s.invalid(JOB) == []
+    assert s.progress(JOB).state == JobState.CANCELLED  # type: ignore[union-attr]
+    s.delete(JOB)
+    assert s.manifest(JOB) is None and s.jobs() == [] and not s.cancel(JOB, 60)
+
+
+def test_sweep_claims_and_tables(store: tuple[Store, Advance]) -> None:
+    s, advance = store
+    assert s.claim_sweep("a", 1) and not s.claim_sweep("b", 1)
+    advance(1.2)
+    assert s.claim_sweep("b", 1)
+    assert s.tables.get("t") is None
+    s.tables.set("t", b"\x00\x01")
+    assert s.tables.get("t") == b"\x00\x01"
