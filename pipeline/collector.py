@@ -8,17 +8,13 @@ from pathlib import Path
 from typing import TextIO
 
 from pipeline import files
-from pipeline.errors import JobFailed
+from pipeline.errors import JobFailed, JobLost
 from pipeline.jobstore import JobCounters, JobState
 from pipeline.messages import answer_lines
 from pipeline.problem import Problem
 from pipeline.store import Store
 
 INVALID_WORD = "INVALID"  # the result line of a case that --keep-going let through
-
-
-class JobLost(JobFailed):
-    """The job's keys are gone: Redis lost its data, or the job expired."""
 
 
 class CollectTimeout(JobFailed):

@@ -61,3 +61,7 @@ class JobFailed(GamebatchError):
     """A job ended without a complete answer set."""
 
     exit_code = 1
+
+
+class JobLost(JobFailed):
+    """The job's keys are gone: Redis lost its data, or the job expired."""

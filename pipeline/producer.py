@@ -11,7 +11,7 @@ from typing import BinaryIO
 
 from pipeline.chunking import Chunk, chunk_cases
 from pipeline.config import Settings
-from pipeline.errors import InputError, UsageError
+from pipeline.errors import InputError, JobLost, UsageError
 from pipeline.jobstore import JobCounters, this_process
 from pipeline.messages import ChunkPayload
 from pipeline.problem import Problem
@@ -94,8 +94,28 @@ def submit(
     except OSError as exc:
         store.delete(job_id)
         raise UsageError(f"cannot read {path}: {exc.strerror}") from None
+    if store.manifest(job_id) is None:  # Redis lost its data while we read: start again
+        raise JobLost(f"Redis lost job {job_id} while it was produced")
     store.finish_production(job_id, run.chunks, run.total)
     return Submitted(job_id, path, run.total, run.chunks, run.queued, keep_going)
+
+
+LOST_JOB_RETRIES = 3  # readings of an input whose job Redis keeps losing
+
+
+def retry_when_lost(
+    submit: Callable[[], Submitted], path: Path, report: Callable[[str], None]
+) -> Submitted:
+    """Run `submit` again when Redis loses the job while it is produced (a flushed or
+    restarted-empty Redis), saying so each time."""
+    for attempt in range(1, LOST_JOB_RETRIES + 1):
+        try:
+            return submit()
+        except JobLost as exc:
+            if attempt == LOST_JOB_RETRIES:
+                raise
+            report(f"note: {exc}; reading {path} again")
+    raise AssertionError("unreachable")
 
 
 def _manifest(problem: Problem, path: Path, settings: Settings, lane: str) -> dict[str, str | int]:
@@ -199,7 +219,9 @@ class _Window:
         self.pending[index] = size
         while self._full():
             progress = self.store.progress(self.job_id)
-            if progress is None or progress.failures:
+            if progress is None:
+                raise JobLost(f"Redis lost job {self.job_id} while it was produced")
+            if progress.failures:
                 return  # the collector reports what went wrong
             self.on_progress(progress)
             for done in self.store.answered_among(self.job_id, list(self.pending)):

@@ -12,17 +12,15 @@ from pathlib import Path
 from typing import TextIO
 
 from pipeline import collector, escape, files, keys, producer
-from pipeline.collector import INVALID_WORD, JobLost
+from pipeline.collector import INVALID_WORD
 from pipeline.config import Settings, default_state_dir, worker_settings
-from pipeline.errors import InputError, UnknownJob
+from pipeline.errors import InputError, JobLost, UnknownJob
 from pipeline.jobstore import JobCounters, JobStore
 from pipeline.local import producers
 from pipeline.problem import Problem
 from pipeline.progress import ProgressBar
 from pipeline.recovery import Recovery, queued_messages
 from pipeline.registry import get_problem
-
-LOST_JOB_RETRIES = 3
 
 
 @dataclass
@@ -181,17 +179,20 @@ class _SolveRun:
             c.check()
             self.progress.job_done(p.job_id, p.done)
 
-        return producer.submit(
-            self.problem, item.input, c.store, c.send, c.settings,
-            window=c.settings.chunk.window, keep_going=self.keep_going,
-            lane=producer.choose_lane(item.input, c.settings, self.lane),
-            on_cases=self.progress.add_total, on_progress=on_progress,
-        )  # fmt: skip
+        def submit() -> producer.Submitted:
+            return producer.submit(
+                self.problem, item.input, c.store, c.send, c.settings,
+                window=c.settings.chunk.window, keep_going=self.keep_going,
+                lane=producer.choose_lane(item.input, c.settings, self.lane),
+                on_cases=self.progress.add_total, on_progress=on_progress,
+            )  # fmt: skip
+
+        return producer.retry_when_lost(submit, item.input, self.report)
 
     def collect(self, item: FileJob, job: producer.Submitted) -> int:
         """Write one file's result, reading the input again when Redis lost the job; the
         number of invalid cases."""
-        for attempt in range(1, LOST_JOB_RETRIES + 1):
+        for attempt in range(1, producer.LOST_JOB_RETRIES + 1):
             try:
                 _, invalid = collect(
                     self.c, self.problem, job.job_id, item.output, timeout=None,
@@ -199,7 +200,7 @@ class _SolveRun:
                 )  # fmt: skip
                 return invalid
             except JobLost:
-                if attempt == LOST_JOB_RETRIES:
+                if attempt == producer.LOST_JOB_RETRIES:
                     raise
                 self.report(f"note: Redis lost job {job.job_id}; reading {item.input} again")
                 job = self._queue(item)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
@@ -142,11 +143,16 @@ def _produce(task: FileTask, on_cases: Callable[[int], None]) -> Result:
     store = JobStore.from_url(settings.broker_url or "", command=True)
     try:
         send = lane_sender(create_app(settings), store, settings)
-        return producer.submit(
-            get_problem(task.problem), task.input, store, send, settings,
-            window=settings.chunk.window, keep_going=task.keep_going, lane=task.lane,
-            on_cases=on_cases,
-        )  # fmt: skip
+
+        def submit() -> producer.Submitted:
+            return producer.submit(
+                get_problem(task.problem), task.input, store, send, settings,
+                window=settings.chunk.window, keep_going=task.keep_going, lane=task.lane,
+                on_cases=on_cases,
+            )  # fmt: skip
+
+        return producer.retry_when_lost(submit, task.input, lambda note: print(
+            f"gamebatch: {note}", file=sys.stderr, flush=True))  # fmt: skip
     except InputError as exc:
         return f"error: {exc}"
     finally:

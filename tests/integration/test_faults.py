@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -10,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+import redis
 
 from pipeline.jobstore import JobState, JobStore
 from pipeline.local.redis_server import RedisServer
@@ -30,18 +32,32 @@ FAULT_ENV = {
 PLUGIN_DIR = Path(__file__).resolve().parents[1] / "plugin_nim"
 
 
+_ORACLE: dict[str, Path] = {}  # the compiled reference program, when there is one
+
+
+@pytest.fixture(autouse=True)
+def _independent_oracle(request: pytest.FixtureRequest) -> None:
+    """Expected answers come from the reference program, not from the solver under test."""
+    try:
+        _ORACLE.update(request.getfixturevalue("reference"))
+    except pytest.skip.Exception:
+        _ORACLE.clear()  # no g++ here: the solver's answers, checked elsewhere by stress
+
+
 def dataset(folder: Path, cases: int = 4000) -> tuple[Path, str]:
     """A strgame file and its expected result (the reference program's when available)."""
     problem = get_problem("strgame")
     path = folder / "data.in"
     path.write_text(input_text(problem, random_cases(problem, "random", cases, 200, seed=5)))
+    if "strgame" in _ORACLE:
+        return path, run_reference(_ORACLE["strgame"], path.read_text())
     return path, answers(problem, path.read_text())
 
 
 def start_solve(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-m", "pipeline.cli", "solve", "-q", "-p", "strgame", *args],
-        env=command_env(**FAULT_ENV, **(env or {})), stdout=subprocess.PIPE,
+        env=command_env(**{**FAULT_ENV, **(env or {})}), stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
 
@@ -116,21 +132,37 @@ def test_workers_recover_a_detached_job_from_a_lost_worker(
 def test_pool_child_killed_mid_job(
     tmp_path: Path, redis_server: RedisServer, workers: Workers
 ) -> None:
+    """A pool process killed while it holds a chunk: Celery delivers the chunk again at once
+    (task_reject_on_worker_lost). Leases of ten minutes rule out any other recovery."""
     path, expected = dataset(tmp_path)
-    worker = workers.start(concurrency=2, **FAULT_ENV)
-    solve = start_solve(str(path), "-o", str(tmp_path / "out"), "--broker", redis_server.url)
+    slow_recovery = {"GAMEBATCH_LEASE_SECONDS": "600", "GAMEBATCH_STALL_SECONDS": "600"}
+    worker = workers.start(concurrency=2, **{**FAULT_ENV, **slow_recovery})
+    solve = start_solve(str(path), "-o", str(tmp_path / "out"), "--broker", redis_server.url,
+                        env=slow_recovery)  # fmt: skip
     wait_for_progress(redis_server.url, 0.2, 4000)
-
-    def children(pid: int) -> list[int]:
-        found = subprocess.run(
-            ["pgrep", "-P", str(pid)], capture_output=True, text=True, check=False
-        )
-        return [int(p) for p in found.stdout.split()]
-
-    (celery,) = children(worker.pid)  # gamebatch worker -> celery worker -> pool processes
-    os.kill(children(celery)[0], signal.SIGKILL)
-    finish(solve)
+    (celery,) = _children(worker.pid)  # gamebatch worker -> celery worker -> pool processes
+    pool = _children(celery)
+    client = redis.Redis.from_url(redis_server.url)
+    deadline = time.monotonic() + 10
+    while not (holders := _lease_holders(client) & set(pool)):
+        assert time.monotonic() < deadline, "no pool process holds a chunk"
+        time.sleep(0.01)
+    victim = holders.pop()
+    os.kill(victim, signal.SIGKILL)
+    client.close()
+    finish(solve, timeout=60)  # well before any lease could expire
     assert (tmp_path / "out").read_text() == expected
+
+
+def _children(pid: int) -> list[int]:
+    found = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True, check=False)
+    return [int(p) for p in found.stdout.split()]
+
+
+def _lease_holders(client: redis.Redis) -> set[int]:
+    """Pids of the processes holding a chunk lease right now."""
+    holders = [client.get(key) for key in client.scan_iter(match="gb:job:*:lease:*")]
+    return {int(h.decode().rpartition(":")[2]) for h in holders if h}
 
 
 def test_collector_killed_and_rerun(
@@ -144,8 +176,22 @@ def test_collector_killed_and_rerun(
     solve.kill()
     solve.communicate()
     assert not out.exists()
+    store = JobStore.from_url(redis_server.url)
+    (job,) = store.jobs()
+    answered = store.answered(job)
+    resubmitted = subprocess.run(
+        [sys.executable, "-m", "pipeline.cli", "submit", "-p", "strgame", str(path), "--broker",
+         redis_server.url], capture_output=True, text=True, env=command_env(**FAULT_ENV),
+        check=True,
+    )  # fmt: skip
+    chunks, queued = (
+        int(w) for w in re.findall(r"in (\d+) chunks \((\d+) queued", resubmitted.stdout)[0]
+    )
+    assert queued <= chunks - len(answered), "chunks that had answers were queued again"
+    assert resubmitted.stdout.split()[-1] == job  # the same job, found by the input's checksum
     finish(start_solve(str(path), "-o", str(out), "--broker", redis_server.url))
     assert out.read_text() == expected
+    store.close()
 
 
 def test_a_killed_producer_process_ends_solve_with_one_line(
@@ -226,14 +272,26 @@ def test_redis_restarted_with_append_only_file_mid_job(tmp_path: Path, workers: 
         workers.start(concurrency=2, **FAULT_ENV)
         solve = start_solve(str(path), "-o", str(tmp_path / "out"), "--broker", server.url)
         wait_for_progress(server.url, 0.2, 4000)
+        store = JobStore.from_url(server.url)
+        (job,) = store.jobs()
+        created = (store.manifest(job) or {})["created"]
+        store.close()
         server.stop()
         time.sleep(1)
         server = RedisServer(data, appendonly=True, port=server.port, password=server.password)
         server.start()
-        finish(solve)
+        stderr = solve.communicate(timeout=180)[1]
+        assert solve.returncode == 0, stderr
+        store = JobStore.from_url(server.url)
+        assert (store.manifest(job) or {})["created"] == created, "the job was made anew"
+        store.close()
     finally:
         server.stop()
+    assert "Redis lost job" not in stderr  # the job carried on: its input was not read again
     assert (tmp_path / "out").read_text() == expected
+    log = (tmp_path / "worker-0.log").read_text()
+    if "Unrecoverable error" in log:  # kombu ended the Celery worker on the disconnect:
+        assert "starting it again" in log  # `gamebatch worker` started it again
 
 
 def test_a_poison_case_ends_as_a_named_failure(tmp_path: Path) -> None:
@@ -286,15 +344,19 @@ def test_a_one_gigabyte_line_is_refused_with_little_memory(tmp_path: Path) -> No
         for _ in range(64):
             out.write(block)
         out.write(b"\n")
+    code = "import sys\nfrom pipeline.cli import main\nstatus = main(sys.argv[1:])\n"
+    # VmHWM is this program's own peak resident memory
+    code += "print(open('/proc/self/status').read().split('VmHWM:')[1].split()[0])\n"
     result = subprocess.run(
-        ["bash", "-c", 'ulimit -v 2000000; exec "$@"', "bash", sys.executable, "-m",
-         "pipeline.cli", "validate", "-p", "strgame", str(path)],
+        [sys.executable, "-c", code + "sys.exit(status)", "validate", "-p", "strgame", str(path)],
         capture_output=True, text=True, env=command_env(), timeout=120, check=False,
     )  # fmt: skip
     assert result.returncode == 2
     assert result.stderr.strip() == (
         f"gamebatch: error: {path}:3: case 1: token longer than the limit of 67108864 bytes"
     )
+    peak_kib = int(result.stdout.split()[-1])
+    assert peak_kib < 300 << 10, f"{peak_kib} KiB held to refuse a 1 GiB token at 64 MiB"
 
 
 def test_reference_agrees_with_the_fault_dataset(
@@ -328,7 +390,10 @@ def test_grading_heals_its_killed_local_workers(tmp_path: Path) -> None:
         time.sleep(0.05)
     time.sleep(1.5)  # some chunks answered, most not
     os.kill(main[0], signal.SIGKILL)  # the Celery worker; its pool processes die with it
-    out, err = grade.communicate(timeout=120)
+    try:
+        out, err = grade.communicate(timeout=120)
+    finally:
+        grade.kill()
     assert grade.returncode == 0, err
     assert "t.out: 3000/3000 accepted" in out
 

@@ -266,9 +266,11 @@ def test_workers_share_the_grundy_tables_through_redis(
 def test_a_small_job_is_not_stuck_behind_a_large_one(
     tmp_path: Path, redis_server: RedisServer, workers: Workers
 ) -> None:
+    """The interactive lane is taken first (priority order, not round robin): while a small
+    job's 30 chunks run, the big job's chunks wait."""
     big = write_dataset(tmp_path, "strgame", files=1, cases=3000, seed=21)[0]
     small = tmp_path / "small.in"
-    small.write_text("1\n1 1\na\n")
+    small.write_text("30\n" + "1 1\na\n" * 30)
     broker = ["--broker", redis_server.url]
     one_per_chunk = {"GAMEBATCH_CHUNK__MAX_CASES": "1"}
     submitted = gamebatch("submit", "-p", "strgame", str(big), "--lane", "bulk", *broker,
@@ -277,16 +279,22 @@ def test_a_small_job_is_not_stuck_behind_a_large_one(
     workers.start(concurrency=1)
     store = JobStore.from_url(redis_server.url)
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        progress = store.progress(big_job)
-        if progress is not None and progress.done >= 100:
-            break
+    while (progress := store.progress(big_job)) is None or progress.done < 100:
+        assert time.monotonic() < deadline, "the big job did not start"
         time.sleep(0.05)
-    small_job = gamebatch("submit", "-p", "strgame", str(small), *broker).stdout.split()[-1]
+    small_job = gamebatch("submit", "-p", "strgame", str(small), *broker,
+                          env=one_per_chunk).stdout.split()[-1]  # fmt: skip
+    before = store.progress(big_job)
+    while (small_progress := store.progress(small_job)) is None or small_progress.done < 30:
+        assert time.monotonic() < deadline + 30, "the small job is stuck"
+        time.sleep(0.005)
+    after = store.progress(big_job)
     out = tmp_path / "small.out"
     collected = gamebatch("collect", small_job, "-o", str(out), "--timeout", "30", *broker)
     assert collected.returncode == 0, collected.stderr
-    big_progress = store.progress(big_job)
-    assert big_progress is not None and big_progress.done < big_progress.total  # still running
-    assert out.read_text() == "Pure\n"
-    assert store.manifest(small_job)["lane"] == "interactive"
+    assert before is not None and after is not None and after.done < after.total  # type: ignore[operator]
+    # round robin would have run about as many big chunks as small ones (30)
+    assert after.done_chunks - before.done_chunks <= 5, (before.done_chunks, after.done_chunks)
+    assert out.read_text() == "Pure\n" * 30
+    assert store.manifest(small_job)["lane"] == "interactive"  # type: ignore[index]
+    store.close()

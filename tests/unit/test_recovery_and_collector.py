@@ -7,9 +7,9 @@ import io
 import pytest
 
 from pipeline import collector
-from pipeline.collector import CollectTimeout, JobLost
+from pipeline.collector import CollectTimeout
 from pipeline.config import load_settings
-from pipeline.errors import JobFailed
+from pipeline.errors import JobFailed, JobLost
 from pipeline.memstore import MemoryStore
 from pipeline.recovery import Recovery, sweep
 from pipeline.registry import get_problem

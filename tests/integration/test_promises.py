@@ -1,0 +1,117 @@
+"""README promises that had no test: --keep-going, cancel, a Redis that lost its data, Ctrl-C."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import redis
+
+from pipeline.jobstore import JobState, JobStore
+from pipeline.local.redis_server import RedisServer
+from pipeline.registry import get_problem
+from tests.conftest import Workers
+from tests.helpers import answers, command_env, input_text, random_cases
+from tests.integration.test_pipeline import gamebatch
+
+ONE_PER_CHUNK = {"GAMEBATCH_CHUNK__MAX_CASES": "1"}
+
+
+def _big(tmp_path: Path, cases: int = 3000) -> Path:
+    problem = get_problem("strgame")
+    path = tmp_path / "big.in"
+    path.write_text(input_text(problem, random_cases(problem, "random", cases, 200, seed=9)))
+    return path
+
+
+def test_keep_going_marks_invalid_cases_and_lists_their_errors(
+    tmp_path: Path, redis_server: RedisServer, workers: Workers
+) -> None:
+    workers.start(concurrency=1)
+    path = tmp_path / "mixed.in"
+    path.write_text("5\n1 1\na\n1 1\nB\n2 1\nab\nb\n1 0\na\n1 2\nab\n")  # cases 2 and 4 are bad
+    out = tmp_path / "mixed.out"
+    result = gamebatch("solve", "-q", "-p", "strgame", str(path), "-o", str(out), "--keep-going",
+                       "--broker", redis_server.url)  # fmt: skip
+    assert result.returncode == 2
+    assert result.stderr == (
+        f"gamebatch: error: {path}: invalid cases marked INVALID (listed in {out}.errors)\n"
+    )
+    good = answers(get_problem("strgame"), "3\n1 1\na\n2 1\nab\nb\n1 2\nab\n").splitlines()
+    assert out.read_text().splitlines() == [good[0], "INVALID", good[1], "INVALID", good[2]]
+    errors = Path(f"{out}.errors").read_text().splitlines()
+    assert [e.split(": ")[0:2] for e in errors] == [
+        [f"{path}:5", "case 2"],
+        [f"{path}:9", "case 4"],
+    ]
+
+
+def test_cancel_drops_the_queued_work_and_collect_says_so(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
+    broker = ["--broker", redis_server.url]
+    submitted = gamebatch(
+        "submit", "-p", "strgame", str(_big(tmp_path)), *broker, env=ONE_PER_CHUNK
+    )
+    job = submitted.stdout.split()[-1]
+    assert gamebatch("cancel", job, *broker).stdout == f"cancelled {job}\n"
+    store = JobStore.from_url(redis_server.url)
+    counters = store.progress(job)
+    assert counters is not None and counters.state == JobState.CANCELLED
+    assert store.unleased(job) == [], "payloads of a cancelled job were kept"
+    store.close()
+    collected = gamebatch("collect", job, "-o", str(tmp_path / "r.out"), *broker)
+    assert collected.returncode == 1 and "was cancelled" in collected.stderr
+    assert not (tmp_path / "r.out").exists()
+
+
+def test_a_redis_that_lost_its_data_gets_the_input_again(
+    tmp_path: Path, redis_server: RedisServer, workers: Workers
+) -> None:
+    path = _big(tmp_path)
+    workers.start(concurrency=2)
+    solve = subprocess.Popen(
+        [sys.executable, "-m", "pipeline.cli", "solve", "-q", "-p", "strgame", str(path), "-o",
+         str(tmp_path / "r.out"), "--broker", redis_server.url],
+        env=command_env(**ONE_PER_CHUNK), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    store = JobStore.from_url(redis_server.url)
+    deadline = time.monotonic() + 60
+    while not ((jobs := store.jobs()) and (c := store.progress(jobs[0])) and c.done > 300):
+        assert time.monotonic() < deadline and solve.poll() is None
+        time.sleep(0.02)
+    store.close()
+    client = redis.Redis.from_url(redis_server.url)
+    client.flushall()  # our own test server: everything of the job is gone
+    client.close()
+    _, err = solve.communicate(timeout=180)
+    assert solve.returncode == 0, err
+    assert f"note: Redis lost job {jobs[0]}" in err and f"reading {path} again" in err
+    assert (tmp_path / "r.out").read_text() == answers(get_problem("strgame"), path.read_text())
+
+
+def test_an_interrupt_exits_130_and_leaves_no_result(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        out = tmp_path / f"r{sig}.out"
+        solve = subprocess.Popen(  # no workers: it waits for ever
+            [sys.executable, "-m", "pipeline.cli", "solve", "-q", "-p", "strgame",
+             str(_big(tmp_path, 50)), "-o", str(out), "--broker", redis_server.url],
+            env=command_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        store = JobStore.from_url(redis_server.url)
+        deadline = time.monotonic() + 30
+        while not store.jobs():
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        store.close()
+        time.sleep(0.3)
+        solve.send_signal(sig)
+        _, err = solve.communicate(timeout=30)
+        assert (solve.returncode, err) == (130, "gamebatch: interrupted\n")
+        assert not out.exists() and not list(tmp_path.glob("*.part"))
