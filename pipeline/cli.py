@@ -396,7 +396,7 @@ def _cmd_stress(args: argparse.Namespace) -> int:
 
 
 def _cmd_grade(args: argparse.Namespace) -> int:
-    from pipeline import grade_service
+    from pipeline import escape, grade_service
     from pipeline.grading import Scoring
     from pipeline.registry import get_problem
     from pipeline.scoring import load_scoring
@@ -406,10 +406,11 @@ def _cmd_grade(args: argparse.Namespace) -> int:
     bulk = args.tests is not None or args.submissions is not None
     tests, subs, notes = _grade_layout(args, bulk)
     outputs = grade_service.ReportFiles(args.json, args.junit, args.scoreboard)
-    outputs.check([t.input for t in tests] + [s.path for s in subs if s.path is not None])
+    graded = [t.input for t in tests] + [t.answers for t in tests if t.answers is not None]
+    outputs.check(graded + [s.path for s in subs if s.path is not None])
     scoring = load_scoring(args.scoring) if args.scoring else Scoring()
     for note in notes:
-        _err(f"warning: {note}")
+        _err(f"warning: {escape.terminal(note)}")
     run = grade_service.grade(
         settings, problem, tests, subs, scoring=scoring, ignore_case=args.ignore_case,
         quiet=args.quiet,
@@ -448,7 +449,7 @@ def _grade_layout(args: argparse.Namespace, bulk: bool) -> tuple[list[Any], list
 
 
 def _cmd_diff(args: argparse.Namespace) -> int:
-    from pipeline import reports
+    from pipeline import escape, reports
 
     docs = []
     for path in (args.old, args.new):
@@ -461,7 +462,7 @@ def _cmd_diff(args: argparse.Namespace) -> int:
         docs.append(doc)
     changes = reports.diff_reports(docs[0], docs[1])
     for line in changes:
-        print(line)
+        print(escape.terminal(line))  # paths come from the reports: contestants named them
     if not changes:
         print("no verdict changed")
     return 1 if changes else 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -64,7 +64,7 @@ class Settings(Section):
         return url or None
 
 
-BROKER_SCHEMES = ("redis", "rediss", "unix")
+BROKER_SCHEMES = ("redis", "rediss")  # what both redis-py and kombu take
 
 
 def check_broker_url(url: str) -> None:
@@ -75,16 +75,14 @@ def check_broker_url(url: str) -> None:
             f"broker URL must start with {', '.join(s + '://' for s in BROKER_SCHEMES)}"
             f" (got {parts.scheme + '://' if parts.scheme else 'no scheme'})"
         )
-    if parts.scheme == "unix":
-        if not parts.path:
-            raise ValueError("a unix:// broker URL needs the socket's path")
-        return
     if not parts.hostname:
         raise ValueError("broker URL has no host")
     try:
-        parts.port  # noqa: B018 - parsing the port is the check
+        port = parts.port
     except ValueError:
-        raise ValueError("broker URL's port must be a number from 1 to 65535") from None
+        port = 0
+    if port == 0:
+        raise ValueError("broker URL's port must be a number from 1 to 65535")
     database = parts.path.strip("/")
     if database and not database.isdigit():
         raise ValueError(f"broker URL's database must be a number, got {database!r}")
@@ -196,14 +194,18 @@ def show(settings: Settings) -> str:
 
 
 def mask_url(url: str | None) -> str:
-    """The URL with its password replaced, safe to print."""
+    """The URL with every password replaced (in the user part and in the query), safe to print."""
     if not url:
         return "(embedded)"
     parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    user = parts.username or ""
-    host = parts.hostname or ""
-    if parts.port:
-        host += f":{parts.port}"
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
+    if parts.password is not None:
+        user = parts.username or ""
+        host = parts.hostname or ""
+        if parts.port:
+            host += f":{parts.port}"
+        parts = parts._replace(netloc=f"{user}:***@{host}")
+    query = [
+        (k, "***" if "password" in k.lower() else v)
+        for k, v in parse_qsl(parts.query, keep_blank_values=True)
+    ]
+    return urlunsplit(parts._replace(query=urlencode(query, safe="*/")))

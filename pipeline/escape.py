@@ -32,7 +32,8 @@ def xml(text: str) -> str:
 def csv_cell(text: str) -> str:
     """A cell that a spreadsheet shows as text, never runs as a formula (and that `cat`
     shows without control characters acting on the terminal)."""
-    return "'" + text if text.startswith(_FORMULA_START) else terminal(text)
+    text = terminal(text)
+    return "'" + text if text.startswith(_FORMULA_START) else text
 
 
 def shorten(text: str, limit: int = 200) -> str:

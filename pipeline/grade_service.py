@@ -46,7 +46,7 @@ class GradeRun:
 
     results: list[FileResult]
     standings: list[Standing]
-    solved: dict[str, bool]  # test name -> True when the pipeline had to solve it
+    solved: dict[str, bool | None]  # test -> solved now (True), cached (False), a file (None)
 
     @property
     def all_accepted(self) -> bool:
@@ -108,13 +108,14 @@ def summary(problem: Problem, tests: list[Test], run: GradeRun, *, standings: bo
 
 def reference_answers(
     settings: Settings, problem: Problem, tests: list[Test], quiet: bool
-) -> tuple[dict[str, list[str]], dict[str, bool]]:
+) -> tuple[dict[str, list[str]], dict[str, bool | None]]:
     """Answers of every test: from its answer file, else solved (or found cached) by the
     same orchestration as `solve`."""
     answers = {t.name: _read_answers(problem, t.answers) for t in tests if t.answers}
     todo = [t for t in tests if t.answers is None]
+    solved: dict[str, bool | None] = dict.fromkeys(answers)
     if not todo:
-        return answers, {}
+        return answers, solved
     texts = {t.name: io.StringIO() for t in todo}
     errors: list[str] = []
     outcomes = service.run(
@@ -123,7 +124,6 @@ def reference_answers(
     )  # fmt: skip
     if errors:
         raise Refused(errors[0].removeprefix("error: "))  # one line: the first bad test
-    solved = {}
     for test, outcome in zip(todo, outcomes, strict=True):
         assert outcome.job is not None
         answers[test.name] = texts[test.name].getvalue().splitlines()

@@ -5,13 +5,13 @@ from __future__ import annotations
 import fnmatch
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 
 from pipeline.escape import shorten
 
 
-class Verdict(str, Enum):
+class Verdict(StrEnum):
     """The verdict of one case."""
 
     AC = "AC"  # accepted

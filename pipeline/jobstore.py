@@ -7,7 +7,7 @@ import socket
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -23,7 +23,7 @@ from pipeline.errors import UsageError
 _ANSWER_BATCH = 512  # chunks fetched per round trip by the collector
 
 
-class JobState(str, Enum):
+class JobState(StrEnum):
     """Where a job is in its life."""
 
     PRODUCING = "producing"

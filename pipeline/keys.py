@@ -1,7 +1,7 @@
 """The Redis key schema: every key gamebatch writes, in one place.
 
-gb:job:{job}              hash   manifest: problem, input, state, chunk settings, lane,
-                                 producer (host:pid), chunks and total (set once every
+gb:job:{job}              hash   manifest: problem, input, state, created, chunk settings,
+                                 lane, producer (host:pid), chunks and total (set once every
                                  chunk is queued), done_chunks, done_cases, started and
                                  answered (Redis clock at the first chunk's start and at
                                  the latest answers)
@@ -18,6 +18,10 @@ gb:job:{job}:invalid      list   errors of invalid cases let through by --keep-g
 gb:jobs                   zset   job ids by creation time
 gb:sweep                  string worker looking for lost chunks this round; expires
 gb:table:{name}           string shared tables (Grundy tables), computed once per cluster
+
+Celery's Redis transport keeps its own keys beside these: the lane queues `{queue}.interactive`
+and `{queue}.bulk` (setting `queue`), `unacked`, `unacked_index`, `_kombu.binding.*`, and the
+replies of `status`'s worker ping.
 
 A job id {job} is `<problem>-<24 hex digits of the input's SHA-256>`, with `-keep-going`
 for a job that lets invalid cases through: nothing else is ever a job id.

@@ -58,14 +58,15 @@ def json_report(
     problem: str,
     results: list[FileResult],
     standings: list[Standing] | None = None,
-    solved: dict[str, bool] | None = None,
+    solved: dict[str, bool | None] | None = None,
 ) -> str:
-    """The versioned JSON report; `solved`: which tests' answers the pipeline computed now."""
+    """The versioned JSON report; `solved`: per test, whether the pipeline computed its
+    answers now (True), found them cached (False) or they came from a file (None)."""
     doc: dict[str, Any] = {
         "version": REPORT_VERSION,
         "problem": problem,
         "answers": [
-            {"test": name, "source": "solved" if fresh else "cache"}
+            {"test": name, "source": _SOURCES[fresh]}
             for name, fresh in sorted((solved or {}).items())
         ],
         "submissions": [r.as_dict() for r in results],
@@ -73,6 +74,9 @@ def json_report(
     if standings is not None:
         doc["scoreboard"] = [_standing_dict(s) for s in standings]
     return json.dumps(doc, indent=1) + "\n"
+
+
+_SOURCES = {True: "solved", False: "cache", None: "file"}
 
 
 def _standing_dict(s: Standing) -> dict[str, Any]:

@@ -199,6 +199,13 @@ class TokenReader:
             return None
         block = self._take_carry(data[: cut + 1])
         self._add_carry(data[cut + 1 :])
+        if block is not None and self._max_token < _BLOCK:  # tokens a block can hold whole
+            longest = max(block.tokens, key=len, default=b"")
+            if len(longest) > self._max_token:
+                raise self.error(
+                    f"token longer than the limit of {self._max_token} bytes",
+                    block.line_of(block.tokens.index(longest)),
+                )
         return block
 
     def _take_carry(self, head: bytes) -> _Block | None:

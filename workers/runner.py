@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 from types import TracebackType
 
 from pipeline.messages import INVALID_CODE, BadPayload, ChunkPayload, encode_answer
@@ -12,7 +12,7 @@ from pipeline.registry import registry
 from pipeline.store import Store
 
 
-class Outcome(str, Enum):
+class Outcome(StrEnum):
     """What happened to a chunk task."""
 
     SOLVED = "solved"

@@ -26,9 +26,11 @@ def store_for(url: str) -> JobStore:
 def register(app: Celery, settings: Settings) -> None:
     """Attach the chunk task to `app`."""
 
-    def solve_chunk(job_id: object, index: object) -> str:
+    def solve_chunk(*args: object, **kwargs: object) -> str:
         try:
-            job, chunk = task_args(job_id, index)
+            if len(args) != 2 or kwargs:
+                raise BadTask(f"{len(args)} arguments and {len(kwargs)} keywords, not 2 and 0")
+            job, chunk = task_args(*args)
         except BadTask as exc:
             log.warning("gamebatch: rejected a chunk task: %s", exc)
             return Outcome.REJECTED.value

@@ -55,6 +55,7 @@ POISON = [
 ]
 BAD_TASKS = [["../../etc", 0], [NO_SUCH_JOB, 10**30], [NO_SUCH_JOB, -1], [NO_SUCH_JOB, 0.5],
              [NO_SUCH_JOB, "0"], [None, 0]]  # fmt: skip
+ARITY = [[NO_SUCH_JOB, 0, 1], [NO_SUCH_JOB]]  # not the two arguments a producer sends
 
 
 def test_poison_messages_are_dropped_and_the_worker_goes_on(
@@ -62,7 +63,7 @@ def test_poison_messages_are_dropped_and_the_worker_goes_on(
 ) -> None:
     client = redis.Redis.from_url(redis_server.url)
     worker = workers.start(concurrency=1)
-    for message in POISON + [_task(args) for args in BAD_TASKS]:
+    for message in POISON + [_task(args) for args in BAD_TASKS + ARITY]:
         client.lpush(QUEUE, message)
     client.close()
     path = tmp_path / "x.in"
@@ -72,13 +73,14 @@ def test_poison_messages_are_dropped_and_the_worker_goes_on(
     assert solved.stdout == answers(get_problem("strgame"), path.read_text())
     log = (tmp_path / "worker-0.log").read_text()
     deadline = time.monotonic() + 10
-    while log.count("rejected a chunk task") < len(BAD_TASKS) and time.monotonic() < deadline:
+    rejected = len(BAD_TASKS) + len(ARITY)
+    while log.count("rejected a chunk task") < rejected and time.monotonic() < deadline:
         time.sleep(0.1)
         log = (tmp_path / "worker-0.log").read_text()
     assert worker.poll() is None
     assert "Unrecoverable" not in log and "starting it again" not in log
     assert log.count("dropped a malformed message") >= 3, log[-3000:]  # the envelope errors
-    assert log.count("rejected a chunk task") == len(BAD_TASKS), log[-3000:]
+    assert log.count("rejected a chunk task") == rejected, log[-3000:]
     assert "'../../etc' is not a job id" in log and "0.5 is not a chunk index" in log
 
 

@@ -56,7 +56,11 @@ def test_bulk_grading_scoreboard_reports_and_cache(tmp_path: Path) -> None:
 
     report = json.loads((tmp_path / "r1.json").read_text())
     assert report["version"] == 1
-    assert {a["test"]: a["source"] for a in report["answers"]} == {"01": "solved", "02": "solved"}
+    assert {a["test"]: a["source"] for a in report["answers"]} == {
+        "01": "solved",
+        "02": "solved",
+        "03": "file",
+    }
     by_path = {s["path"]: s for s in report["submissions"]}
     sloppy01 = by_path["sloppy/01.out"]
     assert (sloppy01["accepted"], sloppy01["total"], sloppy01["score"]) == (28, 30, 28.0)
@@ -74,7 +78,11 @@ def test_bulk_grading_scoreboard_reports_and_cache(tmp_path: Path) -> None:
     second = gamebatch(*args, "--json", str(tmp_path / "r2.json"))
     assert (second.returncode, second.stderr) == (1, "")
     again = json.loads((tmp_path / "r2.json").read_text())
-    assert {a["test"]: a["source"] for a in again["answers"]} == {"01": "cache", "02": "cache"}
+    assert {a["test"]: a["source"] for a in again["answers"]} == {
+        "01": "cache",
+        "02": "cache",
+        "03": "file",
+    }
     unchanged = gamebatch("diff", str(tmp_path / "r1.json"), str(tmp_path / "r2.json"))
     assert unchanged.returncode == 0 and unchanged.stdout.strip() == "no verdict changed"
 

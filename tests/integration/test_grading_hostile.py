@@ -159,8 +159,8 @@ def test_exit_status_says_whether_everything_was_accepted(tmp_path: Path) -> Non
 def test_escapes() -> None:
     assert escape.terminal("a\x1b[2Jb\u202e") == "a\\x1b[2Jb\\u202e"
     assert escape.xml("a\x00b\x1bc\td") == "a\\x00b\\x1bc\td"
-    assert [escape.csv_cell(t) for t in ("=1", "+1", "-1", "@a", "\t", "ok")] == [
-        "'=1", "'+1", "'-1", "'@a", "'\t", "ok",
+    assert [escape.csv_cell(t) for t in ("=1", "+1", "-1", "@a", "\t", "=\x1b", "ok")] == [
+        "'=1", "'+1", "'-1", "'@a", "\\x09", "'=\\x1b", "ok",
     ]  # fmt: skip
     assert escape.file_name(os.fsdecode(b"caf\xe9")) == "caf\\xe9"
     assert escape.shorten("x" * 10, 4) == "xxxx... (6 more characters)"

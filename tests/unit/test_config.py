@@ -115,3 +115,13 @@ def test_producers_read_large_inputs_on_the_cpus_that_workers_leave_free(
     assert producer_count(auto, large, local_workers=6) == 2
     assert producer_count(auto, large, local_workers=8) == 1  # the embedded default
     assert producer_count(load_settings(producers=2), small) == 2
+
+
+def test_passwords_are_masked_in_the_user_part_and_in_the_query() -> None:
+    url = "rediss://alice:s3cret@h:6380/0?password=s3cret&ssl_ca_certs=/etc/ca.crt"
+    assert mask_url(url) == "rediss://alice:***@h:6380/0?password=***&ssl_ca_certs=/etc/ca.crt"
+
+
+def test_port_zero_is_refused() -> None:
+    with pytest.raises(UsageError, match="port must be a number from 1 to 65535"):
+        load_settings(broker_url="redis://127.0.0.1:0/0")

@@ -100,3 +100,10 @@ def test_tokens_spanning_pieces_are_joined() -> None:
     word = "ab" * (3 << 19)  # 3 MiB, read in 1 MiB pieces
     cases = parse(get_problem("strgame"), f"1\n3 2\n{word} b\n  {word}a\n")
     assert cases == [[2, f"{word} b {word}a"]]
+
+
+def test_a_short_token_limit_is_checked_inside_a_block() -> None:
+    reader = TokenReader(io.BytesIO(b"1\n1 1\n" + b"a" * 5000 + b"\n"), "t.in", max_token=100)
+    with pytest.raises(InputError, match="token longer than the limit of 100 bytes") as caught:
+        list(read_cases(get_problem("strgame"), reader))
+    assert caught.value.line == 3
