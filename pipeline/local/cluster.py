@@ -116,20 +116,27 @@ class StateDir:
         return url
 
 
-_TMP_PREFIX = "gamebatch-"
+_TMP_PREFIX = "gamebatch-cmd-"  # only folders made here, each with a locked `owner` file
 
 
 def _private_folder() -> tuple[Path, IO[bytes]]:
     """A temporary folder of this command, locked while it lives; folders of commands that
-    died without cleaning up (SIGKILL) are removed first."""
+    died without cleaning up (SIGKILL) are removed first.
+
+    A folder is made under another name, locked, then renamed: a folder under the prefix
+    always has a locked owner while its command lives. Nothing without an `owner` file is
+    ever removed (other programs' folders may share the prefix).
+    """
     base = Path(tempfile.gettempdir())
     for stale in base.glob(f"{_TMP_PREFIX}*"):
-        with contextlib.suppress(OSError), (stale / "owner").open("ab") as owner:
-            fcntl.flock(owner, fcntl.LOCK_EX | fcntl.LOCK_NB)  # its command is gone
+        with contextlib.suppress(OSError), (stale / "owner").open("rb") as held:
+            fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)  # its command is gone
             shutil.rmtree(stale, ignore_errors=True)
-    folder = Path(tempfile.mkdtemp(prefix=_TMP_PREFIX))
-    owner = (folder / "owner").open("ab")
+    making = Path(tempfile.mkdtemp(prefix=f".{_TMP_PREFIX}"))
+    owner = (making / "owner").open("ab")
     fcntl.flock(owner, fcntl.LOCK_EX)
+    folder = base / making.name[1:]
+    making.rename(folder)
     return folder, owner
 
 

@@ -75,3 +75,18 @@ def test_a_command_attached_to_another_ones_redis_outlives_it(tmp_path: Path) ->
     _, err = first.communicate(timeout=60)
     assert first.returncode == 0, err
     assert Path(f"{small}.out").read_text() == answers(problem, small.read_text())
+
+
+def test_only_our_own_dead_commands_folders_are_swept(tmp_path: Path) -> None:
+    base = tmp_path / "tmp"
+    base.mkdir()
+    foreign = base / "gamebatch-cmd-someone-elses"  # no owner file: not ours to remove
+    foreign.mkdir()
+    dead = base / "gamebatch-cmd-dead"
+    dead.mkdir()
+    (dead / "owner").touch()  # its command was killed: nobody holds the lock
+    env = command_env(TMPDIR=str(base))
+    done = subprocess.run([sys.executable, "-m", "pipeline.cli", "status"], env=env,
+                          capture_output=True, text=True, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in base.iterdir()) == ["gamebatch-cmd-someone-elses"]
