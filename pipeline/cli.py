@@ -204,18 +204,30 @@ def _solve_targets(args: argparse.Namespace) -> list[Any]:
         if not path.is_file():
             raise UsageError(f"cannot read {path}: no such file")
     if args.out_dir is not None:
+        files = [service.FileJob(p, args.out_dir / f"{p.name}.out") for p in args.inputs]
+    else:
+        files = [service.FileJob(args.inputs[0], args.output)]
+    outputs = _claim_outputs(files, keep_going=args.keep_going)
+    if args.out_dir is not None:
         try:
             args.out_dir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise UsageError(f"cannot create folder {args.out_dir}: {exc.strerror}") from None
-        files = [service.FileJob(p, args.out_dir / f"{p.name}.out") for p in args.inputs]
-    else:
-        files = [service.FileJob(args.inputs[0], args.output)]
+    for out in outputs:
+        check_output(out, args.inputs)
+    return files
+
+
+def _claim_outputs(files: list[Any], *, keep_going: bool) -> list[Path]:
+    """Every file the inputs would write; two inputs writing one file is refused."""
+    from pipeline import service
+
     claimed: dict[str, Path] = {}
+    outputs = []
     for item in files:
         if not isinstance(item.output, Path):
             continue
-        for out in (item.output, *([service.errors_file(item.output)] if args.keep_going else [])):
+        for out in (item.output, *([service.errors_file(item.output)] if keep_going else [])):
             key = os.path.realpath(out)
             if key in claimed:
                 raise UsageError(
@@ -223,8 +235,8 @@ def _solve_targets(args: argparse.Namespace) -> list[Any]:
                     " different names, or solve them into different folders"
                 )
             claimed[key] = item.input
-            check_output(out, args.inputs)
-    return files
+            outputs.append(out)
+    return outputs
 
 
 def _cmd_submit(args: argparse.Namespace) -> int:
