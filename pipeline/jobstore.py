@@ -46,6 +46,7 @@ class JobCounters:
     chunks: int | None
     done_chunks: int
     failures: dict[int, str]
+    created: float | None = None  # Redis clock when the job was opened
     started: float | None = None  # Redis clock when a worker began the first chunk
     answered: float | None = None  # and when the latest answers were stored
 
@@ -150,7 +151,7 @@ class JobStore:
         """Create the manifest unless it exists; return the manifest in force."""
         key = keys.job(job_id)
         with self.client.pipeline() as pipe:
-            pipe.hsetnx(key, "created", repr(time.time()))
+            pipe.hsetnx(key, "created", repr(self.now()))  # the Redis clock, as the sweep's
             pipe.hgetall(key)
             created, manifest = pipe.execute()
         if created:
@@ -413,6 +414,7 @@ def counters(job_id: str, m: dict[str, str], errors: dict[str, str]) -> JobCount
         chunks=chunks,
         done_chunks=done_chunks,
         failures=failures,
+        created=float(m["created"]) if "created" in m else None,
         started=float(m["started"]) if "started" in m else None,
         answered=float(m["answered"]) if "answered" in m else None,
     )

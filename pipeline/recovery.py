@@ -78,7 +78,7 @@ def sweep(store: Store, send: Send, settings: Settings) -> int:
             continue
         job_id = progress.job_id
         indexes = set(store.abandoned(job_id))
-        last = progress.answered or progress.started
+        last = progress.answered or progress.started or progress.created
         if (
             last is not None
             and now - last > settings.stall_seconds

@@ -114,3 +114,14 @@ def test_answers_that_do_not_add_up_are_refused() -> None:
     assert done is not None
     with pytest.raises(JobFailed, match="has 2 answers for 3 cases"):
         collector.write_result(store, JOB, get_problem("strgame"), done, io.StringIO())
+
+
+def test_the_sweep_recovers_a_job_whose_messages_were_lost_before_any_chunk_started() -> None:
+    clock = FakeClock()
+    store = MemoryStore(clock)
+    _job(store, 2)  # queued, then the broker lost every message: no worker ever started one
+    sent: list[int] = []
+    clock.advance(59)
+    assert sweep(store, lambda j, i: sent.append(i), SETTINGS) == 0
+    clock.advance(2)  # a minute since the job was opened, with nothing to show for it
+    assert sweep(store, lambda j, i: sent.append(i), SETTINGS) == 2 and sorted(sent) == [0, 1]
