@@ -107,6 +107,7 @@ class JobStore:
         self._save = client.register_script(_script("save_answers"))
         self._begin = client.register_script(_script("begin_attempt"))
         self._abandoned = client.register_script(_script("abandoned"))
+        self._finish = client.register_script(_script("finish_production"))
 
     @classmethod
     def check_url(cls, url: str) -> None:
@@ -165,12 +166,11 @@ class JobStore:
         raw = self.client.hgetall(keys.job(job_id))
         return _decode(raw) if raw else None
 
-    def finish_production(self, job_id: str, chunks: int, total: int) -> None:
-        """Record the chunk plan's size once every chunk is queued."""
-        self.client.hset(
-            keys.job(job_id),
-            mapping={"chunks": chunks, "total": total, "state": JobState.RUNNING.value},
-        )
+    def finish_production(self, job_id: str, chunks: int, total: int) -> bool:
+        """Record the chunk plan's size once every chunk is queued; False (and nothing
+        written) when the job is gone."""
+        args: list[int | str] = [chunks, total, JobState.RUNNING.value]
+        return bool(self._finish(keys=[keys.job(job_id)], args=args) == 1)
 
     def set_state(self, job_id: str, state: JobState) -> None:
         """Change the recorded state."""

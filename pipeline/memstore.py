@@ -82,9 +82,13 @@ class MemoryStore:
         job = self._live(job_id)
         return dict(job.manifest) if job and job.manifest else None
 
-    def finish_production(self, job_id: str, chunks: int, total: int) -> None:
-        """Every chunk is queued."""
-        self._set(job_id, chunks=str(chunks), total=str(total), state=JobState.RUNNING.value)
+    def finish_production(self, job_id: str, chunks: int, total: int) -> bool:
+        """Every chunk is queued; False when the job is gone."""
+        job = self._live(job_id)
+        if job is None or not job.manifest:
+            return False
+        job.manifest.update(chunks=str(chunks), total=str(total), state=JobState.RUNNING.value)
+        return True
 
     def set_state(self, job_id: str, state: JobState) -> None:
         """Change the recorded state."""

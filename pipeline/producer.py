@@ -94,9 +94,8 @@ def submit(
     except OSError as exc:
         store.delete(job_id)
         raise UsageError(f"cannot read {path}: {exc.strerror}") from None
-    if store.manifest(job_id) is None:  # Redis lost its data while we read: start again
+    if not store.finish_production(job_id, run.chunks, run.total):  # Redis lost its data
         raise JobLost(f"Redis lost job {job_id} while it was produced")
-    store.finish_production(job_id, run.chunks, run.total)
     return Submitted(job_id, path, run.total, run.chunks, run.queued, keep_going)
 
 

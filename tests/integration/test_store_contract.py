@@ -80,6 +80,7 @@ def test_cancel_and_delete(store: tuple[Store, Advance]) -> None:
     assert s.progress(JOB).state == JobState.CANCELLED  # type: ignore[union-attr]
     s.delete(JOB)
     assert s.manifest(JOB) is None and s.jobs() == [] and not s.cancel(JOB, 60)
+    assert not s.finish_production(JOB, 1, 1) and s.manifest(JOB) is None  # nothing made
 
 
 def test_sweep_claims_and_tables(store: tuple[Store, Advance]) -> None:
