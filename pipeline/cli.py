@@ -500,14 +500,21 @@ def _err(line: str) -> None:
     print(f"gamebatch: {line}", file=sys.stderr)
 
 
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
 def _interrupt(signum: int, frame: object) -> None:
+    # One interrupt stops the command; more while it cleans up (or while Python shuts down,
+    # when it would restore the default action and die of the signal) are ignored.
+    for sig in _STOP_SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)
     raise KeyboardInterrupt
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `gamebatch` console script."""
     args = _parser().parse_args(argv)
-    for sig in (signal.SIGTERM, signal.SIGHUP):  # a closed terminal cleans up like Ctrl-C
+    for sig in _STOP_SIGNALS:  # a closed terminal or SIGTERM cleans up like Ctrl-C
         signal.signal(sig, _interrupt)
     try:
         return _COMMANDS[args.command](args)
