@@ -49,6 +49,13 @@ def _command(sub: Any, name: str, help_: str, *, broker: str = "") -> argparse.A
     return p
 
 
+def _server_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--server", metavar="URL",
+                   help="a `gamebatch serve` to use over HTTP (or GAMEBATCH_SERVER)")  # fmt: skip
+    p.add_argument("--token-file", type=Path, metavar="FILE",
+                   help="the server's token (or GAMEBATCH_TOKEN)")  # fmt: skip
+
+
 def _lane_option(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--lane", choices=("auto", "interactive", "bulk"), default="auto",
@@ -76,6 +83,7 @@ def _solve_command(sub: Any) -> None:
         " more, one per CPU not taken by local workers)",
     )  # fmt: skip
     _lane_option(p)
+    _server_options(p)
     p.add_argument("-q", "--quiet", action="store_true", help="no progress display")
     p.add_argument(
         "--keep-going", action="store_true",
@@ -89,19 +97,31 @@ def _job_commands(sub: Any) -> None:
     p.add_argument("-p", "--problem", required=True, help=PROBLEMS_HELP)
     p.add_argument("input", metavar="INPUT", type=Path)
     _lane_option(p)
+    _server_options(p)
 
     p = _command(sub, "collect", "wait for a job and write its result file", broker=embedded)
     p.add_argument("job", metavar="JOB")
     p.add_argument("-o", "--output", type=Path, required=True)
     p.add_argument("--timeout", type=float, metavar="SECONDS")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress display")
+    _server_options(p)
 
     p = _command(sub, "status", "show the progress of one job, or of every job", broker=embedded)
     p.add_argument("job", metavar="JOB", nargs="?")
     p.add_argument("--json", action="store_true", help="print JSON")
+    _server_options(p)
 
     p = _command(sub, "cancel", "stop a job: drop its queued chunks and answers", broker=embedded)
     p.add_argument("job", metavar="JOB")
+    _server_options(p)
+
+    p = _command(sub, "serve", "run the HTTP service: uploads, results, events and webhooks",
+                 broker="; default: an embedded Redis with local workers")  # fmt: skip
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1)")
+    p.add_argument("--port", type=int, default=8080, help="port (8080)")
+    p.add_argument("--workers", type=int, help="local worker processes (default: CPUs)")
+    p.add_argument("--token-file", type=Path, metavar="FILE",
+                   help="a file holding one token with every scope (a quick start)")  # fmt: skip
 
     p = _command(sub, "worker", "run a Celery worker until SIGTERM or SIGINT", broker=" ")
     p.add_argument(
@@ -178,10 +198,26 @@ def _settings(args: argparse.Namespace, need_broker: bool) -> Settings:
     return settings
 
 
+def _remote(args: argparse.Namespace) -> str | None:
+    """The server of client mode, or None for a cluster (then --token-file makes no sense)."""
+    from pipeline.client import server_url
+
+    url = server_url(getattr(args, "server", None))
+    if url and getattr(args, "broker", None):
+        raise UsageError("--server and --broker exclude each other")
+    return url
+
+
 def _cmd_solve(args: argparse.Namespace) -> int:
     from pipeline import service
     from pipeline.registry import get_problem
 
+    if url := _remote(args):
+        from pipeline import remote
+
+        get_problem(args.problem)
+        targets = [(item.input, item.output) for item in _solve_targets(args)]
+        return remote.solve(args, url, targets, _err)
     settings = _settings(args, need_broker=False)
     problem = get_problem(args.problem)
     return service.solve(
@@ -240,6 +276,10 @@ def _claim_outputs(files: list[Any], *, keep_going: bool) -> list[Path]:
 
 
 def _cmd_submit(args: argparse.Namespace) -> int:
+    if url := _remote(args):
+        from pipeline import remote
+
+        return remote.submit(args, url)
     from pipeline import producer, service
     from pipeline.registry import get_problem
 
@@ -256,6 +296,10 @@ def _cmd_submit(args: argparse.Namespace) -> int:
 
 
 def _cmd_collect(args: argparse.Namespace) -> int:
+    if url := _remote(args):
+        from pipeline import remote
+
+        return remote.collect(args, url)
     from pipeline import service
     from pipeline.files import check_output
     from pipeline.progress import ProgressBar
@@ -281,6 +325,10 @@ def _cmd_collect(args: argparse.Namespace) -> int:
 
 
 def _cmd_status(args: argparse.Namespace) -> int:
+    if url := _remote(args):
+        from pipeline import remote
+
+        return remote.status(args, url)
     from pipeline import service
 
     settings = _settings(args, need_broker=False)
@@ -318,6 +366,10 @@ def _cmd_config(args: argparse.Namespace) -> int:
 
 
 def _cmd_cancel(args: argparse.Namespace) -> int:
+    if url := _remote(args):
+        from pipeline import remote
+
+        return remote.cancel(args, url)
     from pipeline import service
 
     settings = _settings(args, need_broker=False)
@@ -326,6 +378,20 @@ def _cmd_cancel(args: argparse.Namespace) -> int:
         if not c.store.cancel(args.job, settings.result_ttl):
             raise UnknownJob(f"job {args.job} does not exist")
     print(f"cancelled {args.job}")
+    return 0
+
+
+def _cmd_serve(args: argparse.Namespace) -> int:
+    from pipeline.server.auth import token_from_file
+    from pipeline.server.serve import serve
+
+    settings = _settings(args, need_broker=False)
+    tokens = settings.server.tokens
+    if args.token_file is not None:
+        tokens = (*tokens, token_from_file(args.token_file))
+    if not 1 <= args.port <= 65535:
+        raise UsageError("--port must be from 1 to 65535")
+    serve(settings, args.host, args.port, tokens)
     return 0
 
 
@@ -487,6 +553,7 @@ _COMMANDS = {
     "status": _cmd_status,
     "worker": _cmd_worker,
     "cancel": _cmd_cancel,
+    "serve": _cmd_serve,
     "config": _cmd_config,
     "grade": _cmd_grade,
     "diff": _cmd_diff,

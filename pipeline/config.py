@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ from pipeline.errors import UsageError
 
 ENV_PREFIX = "GAMEBATCH_"
 CONFIG_ENV = "GAMEBATCH_CONFIG"
+NOT_SETTINGS = (CONFIG_ENV, "GAMEBATCH_SERVER", "GAMEBATCH_TOKEN")  # client mode's own
 
 
 class Section(BaseModel):
@@ -34,6 +36,57 @@ class LimitSettings(Section):
 
     max_token_bytes: int = Field(1 << 26, gt=0)
     max_file_bytes: int = Field(0, ge=0)  # 0: no limit
+    max_upload_bytes: int = Field(8 << 30, gt=0)  # one HTTP upload's body (`serve`)
+
+
+SCOPES = ("submit", "read", "admin")
+
+
+class TokenSetting(Section):
+    """An API token of `serve`: only the SHA-256 of the secret is configured."""
+
+    name: str = Field("token", min_length=1)
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    scopes: tuple[str, ...] = SCOPES
+
+    @field_validator("scopes")
+    @classmethod
+    def _known_scopes(cls, scopes: tuple[str, ...]) -> tuple[str, ...]:
+        unknown = sorted(set(scopes) - set(SCOPES))
+        if unknown:
+            raise ValueError(f"unknown scope {unknown[0]!r} (scopes: {', '.join(SCOPES)})")
+        return scopes
+
+
+class ServerSettings(Section):
+    """The HTTP service (`gamebatch serve`)."""
+
+    tokens: tuple[TokenSetting, ...] = ()  # also GAMEBATCH_SERVER__TOKENS as a JSON list
+    spool_dir: str | None = None  # uploads and results; None: a `server` folder of the state
+    runners: int = Field(2, gt=0)  # processes that read uploads and collect results
+    jobs_per_runner: int = Field(8, gt=0)  # jobs each runner process follows at once
+    max_pending_jobs: int = Field(1000, gt=0)  # unfinished jobs before uploads get 503
+    webhook_secret: str | None = None  # signs callbacks (GAMEBATCH_SERVER__WEBHOOK_SECRET)
+    webhook_hosts: tuple[str, ...] = ()  # hosts callbacks may go to ("*.example.org" too)
+    webhook_private_networks: tuple[str, ...] = ()  # private addresses callbacks may reach
+    webhook_attempts: int = Field(6, gt=0)  # deliveries tried, with doubling pauses
+    webhook_timeout: float = Field(10.0, gt=0)
+
+    @field_validator("tokens", mode="before")
+    @classmethod
+    def _tokens_from_json(cls, value: Any) -> Any:
+        if isinstance(value, str):  # from the environment
+            try:
+                return json.loads(value)
+            except json.JSONDecodeError:
+                raise ValueError("must be a JSON list of {name, sha256, scopes}") from None
+        return value
+
+    @field_validator("webhook_hosts", "webhook_private_networks", mode="before")
+    @classmethod
+    def _comma_list(cls, value: Any) -> Any:
+        return [part.strip() for part in value.split(",") if part.strip()] if isinstance(
+            value, str) else value  # fmt: skip
 
 
 class Settings(Section):
@@ -55,6 +108,7 @@ class Settings(Section):
     poll_interval: float = Field(0.05, gt=0)
     chunk: ChunkSettings = Field(default_factory=ChunkSettings)
     limits: LimitSettings = Field(default_factory=LimitSettings)
+    server: ServerSettings = Field(default_factory=ServerSettings)
 
     @field_validator("broker_url")
     @classmethod
@@ -150,7 +204,7 @@ def _environment() -> dict[str, Any]:
     """GAMEBATCH_KEY=value and GAMEBATCH_SECTION__KEY=value as nested settings."""
     found: dict[str, Any] = {}
     for name, value in os.environ.items():
-        if not name.startswith(ENV_PREFIX) or name == CONFIG_ENV:
+        if not name.startswith(ENV_PREFIX) or name in NOT_SETTINGS:
             continue
         parts = name[len(ENV_PREFIX) :].lower().split("__")
         node = found
@@ -182,7 +236,7 @@ def _merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
 def worker_settings(settings: Settings) -> str:
     """The settings as a config file for local workers: what this command was given (file,
     environment and flags) reaches them, not only what they would find themselves."""
-    doc = settings.model_dump(exclude={"broker_url", "workers", "producers", "state_dir"})
+    doc = settings.model_dump(exclude={"broker_url", "workers", "producers", "state_dir", "server"})
     return yaml.safe_dump(doc, sort_keys=False)
 
 
@@ -190,6 +244,8 @@ def show(settings: Settings) -> str:
     """The effective settings as YAML, with every password masked."""
     doc = settings.model_dump()
     doc["broker_url"] = mask_url(settings.broker_url) if settings.broker_url else None
+    if settings.server.webhook_secret:
+        doc["server"]["webhook_secret"] = "***"
     return yaml.safe_dump(doc, sort_keys=False)
 
 

@@ -104,10 +104,10 @@ class JobStore:
 
     def __init__(self, client: redis.Redis) -> None:
         self.client: Any = client  # redis-py's return types are too loose to check
-        self._save = client.register_script(_script("save_answers"))
-        self._begin = client.register_script(_script("begin_attempt"))
-        self._abandoned = client.register_script(_script("abandoned"))
-        self._finish = client.register_script(_script("finish_production"))
+        self._save = client.register_script(script("save_answers"))
+        self._begin = client.register_script(script("begin_attempt"))
+        self._abandoned = client.register_script(script("abandoned"))
+        self._finish = client.register_script(script("finish_production"))
 
     @classmethod
     def check_url(cls, url: str) -> None:
@@ -166,11 +166,12 @@ class JobStore:
         raw = self.client.hgetall(keys.job(job_id))
         return _decode(raw) if raw else None
 
-    def finish_production(self, job_id: str, chunks: int, total: int) -> bool:
-        """Record the chunk plan's size once every chunk is queued; False (and nothing
-        written) when the job is gone."""
-        args: list[int | str] = [chunks, total, JobState.RUNNING.value]
-        return bool(self._finish(keys=[keys.job(job_id)], args=args) == 1)
+    def finish_production(self, job_id: str, chunks: int, total: int) -> JobState | None:
+        """Record the chunk plan's size once every chunk is queued: RUNNING. Nothing is
+        written when the job is gone (None) or was cancelled meanwhile (CANCELLED)."""
+        args: list[int | str] = [chunks, total, JobState.RUNNING.value, JobState.CANCELLED.value]
+        found = self._finish(keys=[keys.job(job_id)], args=args)
+        return {1: JobState.RUNNING, 2: JobState.CANCELLED}.get(int(found))
 
     def set_state(self, job_id: str, state: JobState) -> None:
         """Change the recorded state."""
@@ -388,7 +389,7 @@ class SharedTables:
 
 
 @cache
-def _script(name: str) -> str:
+def script(name: str) -> str:
     """A Lua script of pipeline/lua/ (each lists its KEYS and ARGV at its top)."""
     return resources.files("pipeline").joinpath(f"lua/{name}.lua").read_text(encoding="utf-8")
 

@@ -18,6 +18,14 @@ gb:job:{job}:invalid      list   errors of invalid cases let through by --keep-g
 gb:jobs                   zset   job ids by creation time
 gb:sweep                  string worker looking for lost chunks this round; expires
 gb:table:{name}           string shared tables (Grundy tables), computed once per cluster
+gb:api:job:{job}          hash   the HTTP service's record of an uploaded job: name as
+                                 uploaded, state, error, result checksum, callback state
+gb:api:jobs               zset   uploaded job ids by upload time (the listing's order)
+gb:api:pending:{server}   set    jobs a server instance still has to finish (its spool holds
+                                 their input)
+gb:api:batch:{batch}      hash   a batch callback: its jobs and delivery state
+gb:api:events             stream job events of the HTTP service (created, progress, done,
+                                 failed, cancelled), capped; stream ids are the resume tokens
 
 Celery's Redis transport keeps its own keys beside these: the lane queues `{queue}.interactive`
 and `{queue}.bulk` (setting `queue`), `unacked`, `unacked_index`, `_kombu.binding.*`, and the
@@ -93,3 +101,22 @@ def per_chunk(job_id: str) -> list[str]:
 def table(name: str) -> str:
     """A shared table."""
     return f"{PREFIX}:table:{name}"
+
+
+API_JOBS = f"{PREFIX}:api:jobs"
+API_EVENTS = f"{PREFIX}:api:events"
+
+
+def api_job(job_id: str) -> str:
+    """The HTTP service's record of a job."""
+    return f"{PREFIX}:api:job:{job_id}"
+
+
+def api_pending(server: str) -> str:
+    """Jobs one server instance has yet to finish."""
+    return f"{PREFIX}:api:pending:{server}"
+
+
+def api_batch(batch_id: str) -> str:
+    """A batch callback."""
+    return f"{PREFIX}:api:batch:{batch_id}"

@@ -82,13 +82,15 @@ class MemoryStore:
         job = self._live(job_id)
         return dict(job.manifest) if job and job.manifest else None
 
-    def finish_production(self, job_id: str, chunks: int, total: int) -> bool:
-        """Every chunk is queued; False when the job is gone."""
+    def finish_production(self, job_id: str, chunks: int, total: int) -> JobState | None:
+        """Every chunk is queued: RUNNING; None when the job is gone, CANCELLED if it was."""
         job = self._live(job_id)
         if job is None or not job.manifest:
-            return False
+            return None
+        if job.manifest.get("state") == JobState.CANCELLED.value:
+            return JobState.CANCELLED
         job.manifest.update(chunks=str(chunks), total=str(total), state=JobState.RUNNING.value)
-        return True
+        return JobState.RUNNING
 
     def set_state(self, job_id: str, state: JobState) -> None:
         """Change the recorded state."""

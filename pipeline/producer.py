@@ -11,8 +11,8 @@ from typing import BinaryIO
 
 from pipeline.chunking import Chunk, chunk_cases
 from pipeline.config import Settings
-from pipeline.errors import InputError, JobLost, UsageError
-from pipeline.jobstore import JobCounters, this_process
+from pipeline.errors import InputError, JobFailed, JobLost, UsageError
+from pipeline.jobstore import JobCounters, JobState, this_process
 from pipeline.messages import ChunkPayload
 from pipeline.problem import Problem
 from pipeline.reader import read_batches
@@ -94,8 +94,11 @@ def submit(
     except OSError as exc:
         store.delete(job_id)
         raise UsageError(f"cannot read {path}: {exc.strerror}") from None
-    if not store.finish_production(job_id, run.chunks, run.total):  # Redis lost its data
+    finished = store.finish_production(job_id, run.chunks, run.total)
+    if finished is None:  # Redis lost its data
         raise JobLost(f"Redis lost job {job_id} while it was produced")
+    if finished == JobState.CANCELLED:
+        raise JobFailed(f"job {job_id} was cancelled")
     return Submitted(job_id, path, run.total, run.chunks, run.queued, keep_going)
 
 
@@ -220,6 +223,8 @@ class _Window:
             progress = self.store.progress(self.job_id)
             if progress is None:
                 raise JobLost(f"Redis lost job {self.job_id} while it was produced")
+            if progress.state == JobState.CANCELLED:
+                raise JobFailed(f"job {self.job_id} was cancelled")
             if progress.failures:
                 return  # the collector reports what went wrong
             self.on_progress(progress)

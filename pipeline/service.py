@@ -117,12 +117,13 @@ def run(
     keep_going: bool = False,
     lane: str = "auto",
     label: str = "solve",
+    progress: ProgressBar | None = None,
 ) -> list[FileOutcome]:
     """The one orchestration of every command that solves: queue every file (in producer
     processes when that pays), then collect each in order, healing local workers, re-queueing
     lost chunks and reading an input again when Redis lost its job. A bad input is reported
-    and skipped."""
-    progress = ProgressBar(label, enabled=not quiet)
+    and skipped. `progress` replaces the terminal's progress display."""
+    progress = progress or ProgressBar(label, enabled=not quiet)
     outcomes = []
     with cluster(settings) as c:
         steps = _SolveRun(c, problem, progress, report, keep_going, lane)

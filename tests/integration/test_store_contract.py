@@ -38,7 +38,7 @@ def test_manifest_and_states(store: tuple[Store, Advance]) -> None:
     again = s.open_job(JOB, {"problem": "strgame", "lane": "interactive"})
     assert first == again and first["lane"] == "bulk" and first["state"] == "producing"
     assert s.jobs() == [JOB]
-    s.finish_production(JOB, 2, 3)
+    assert s.finish_production(JOB, 2, 3) == JobState.RUNNING
     assert s.progress(JOB).state == JobState.RUNNING  # type: ignore[union-attr]
     assert s.save_answers(JOB, 0, "01") and not s.save_answers(JOB, 0, "11")
     assert s.save_answers(JOB, 1, "1")
@@ -78,9 +78,11 @@ def test_cancel_and_delete(store: tuple[Store, Advance]) -> None:
     assert not s.save_answers(JOB, 0, "0")
     assert s.chunk_payload(JOB, 0) is None and s.invalid(JOB) == []
     assert s.progress(JOB).state == JobState.CANCELLED  # type: ignore[union-attr]
+    assert s.finish_production(JOB, 2, 3) == JobState.CANCELLED  # a cancel is never undone
+    assert s.progress(JOB).state == JobState.CANCELLED  # type: ignore[union-attr]
     s.delete(JOB)
     assert s.manifest(JOB) is None and s.jobs() == [] and not s.cancel(JOB, 60)
-    assert not s.finish_production(JOB, 1, 1) and s.manifest(JOB) is None  # nothing made
+    assert s.finish_production(JOB, 1, 1) is None and s.manifest(JOB) is None  # nothing made
 
 
 def test_sweep_claims_and_tables(store: tuple[Store, Advance]) -> None:

@@ -1,0 +1,1 @@
+"""The HTTP service (`gamebatch serve`): uploads, results, events and webhooks over `/v1`."""

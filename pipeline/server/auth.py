@@ -1,0 +1,57 @@
+"""Bearer tokens: only their SHA-256 is configured, each with scopes, compared in constant time."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from dataclasses import dataclass
+from pathlib import Path
+
+from pipeline.config import SCOPES, TokenSetting
+from pipeline.errors import UsageError
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who made a request, as far as their token says."""
+
+    name: str
+    scopes: frozenset[str]
+
+
+def digest(secret: str) -> str:
+    """What the configuration holds for a token."""
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def token_from_file(path: Path) -> TokenSetting:
+    """A token file (the secret on its first line) as a token with every scope."""
+    try:
+        secret = path.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"cannot read token file {path}: {exc}") from None
+    if len(secret) < 16:
+        raise UsageError(f"token file {path}: a token needs at least 16 characters")
+    return TokenSetting(name=path.name, sha256=digest(secret), scopes=SCOPES)
+
+
+class Tokens:
+    """The configured tokens."""
+
+    def __init__(self, tokens: tuple[TokenSetting, ...]) -> None:
+        self._tokens = tokens
+
+    def __bool__(self) -> bool:
+        return bool(self._tokens)
+
+    def caller(self, authorization: str | None) -> Caller | None:
+        """The caller of an `Authorization: Bearer …` header, or None when it is no token."""
+        scheme, _, secret = (authorization or "").partition(" ")
+        if scheme.lower() != "bearer" or not secret.strip():
+            return None
+        presented = digest(secret.strip()).encode()
+        found = None
+        for token in self._tokens:  # every token is compared: the time tells nothing
+            if hmac.compare_digest(presented, token.sha256.encode()):
+                found = token
+        return None if found is None else Caller(found.name, frozenset(found.scopes))

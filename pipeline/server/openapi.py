@@ -1,0 +1,237 @@
+"""The OpenAPI document of `/v1` (served at /v1/openapi.json)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+_ERROR = {
+    "description": "an error",
+    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
+}
+_JOB = {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/Job"}}}}
+_JOB_ID = {
+    "name": "job",
+    "in": "path",
+    "required": True,
+    "schema": {"type": "string"},
+    "description": "<problem>-<24 hex digits of the input's SHA-256>[-keep-going]",
+}
+_UPLOAD_PARAMS = [
+    {"name": "problem", "in": "query", "required": True, "schema": {"type": "string"}},
+    {"name": "lane", "in": "query", "schema": {"enum": ["auto", "interactive", "bulk"]}},
+    {
+        "name": "keep_going",
+        "in": "query",
+        "schema": {"enum": ["0", "1"]},
+        "description": "mark invalid cases INVALID instead of refusing the file",
+    },
+    {
+        "name": "callback_url",
+        "in": "query",
+        "schema": {"type": "string", "format": "uri"},
+        "description": "POSTed to, signed (Gamebatch-Signature), when the job ends",
+    },
+    {
+        "name": "name",
+        "in": "query",
+        "schema": {"type": "string"},
+        "description": "the file name that error messages use",
+    },
+]
+_UPLOADED = {
+    "201": {"description": "a new job", **_JOB},
+    "200": {"description": "the same content was uploaded before: that job", **_JOB},
+    "400": _ERROR,
+    "401": _ERROR,
+    "403": _ERROR,
+    "413": _ERROR,
+    "415": _ERROR,
+    "422": _ERROR,
+    "503": {"description": "too many unfinished jobs (see Retry-After)", **_ERROR},
+}
+
+
+def _read(summary: str, responses: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    return {"summary": summary, "responses": {"401": _ERROR, "403": _ERROR, **responses}, **extra}
+
+
+DOCUMENT: dict[str, Any] = {
+    "openapi": "3.1.0",
+    "info": {
+        "title": "gamebatch",
+        "version": "1",
+        "description": "Upload multi-case game files, follow their jobs, download results."
+        " Jobs are named by their content: uploading the same file again"
+        " is idempotent and returns the existing job.",
+    },
+    "security": [{"bearer": []}],
+    "paths": {
+        "/v1/jobs": {
+            "put": {
+                "summary": "Upload a file (the raw body) as a job",
+                "parameters": _UPLOAD_PARAMS,
+                "responses": _UPLOADED,
+                "requestBody": {
+                    "required": True,
+                    "content": {
+                        "application/octet-stream": {
+                            "schema": {"type": "string", "format": "binary"}
+                        }
+                    },
+                },
+            },
+            "post": {
+                "summary": "Upload a file as the `file` part of a multipart form",
+                "parameters": _UPLOAD_PARAMS,
+                "responses": _UPLOADED,
+                "requestBody": {
+                    "required": True,
+                    "content": {
+                        "multipart/form-data": {
+                            "schema": {
+                                "type": "object",
+                                "properties": {"file": {"type": "string", "format": "binary"}},
+                            }
+                        }
+                    },
+                },
+            },
+            "get": _read(
+                "List jobs, newest first",
+                {"200": {"description": "a page of jobs"}},
+                parameters=[
+                    {"name": "limit", "in": "query", "schema": {"type": "integer"}},
+                    {"name": "cursor", "in": "query", "schema": {"type": "string"}},
+                ],
+            ),
+        },
+        "/v1/jobs/{job}": {
+            "parameters": [_JOB_ID],
+            "get": _read(
+                "A job: state, counters, first errors, links",
+                {"200": {"description": "the job", **_JOB}, "404": _ERROR},
+            ),
+            "delete": _read(
+                "Cancel a job (its owner, or an admin)",
+                {"200": {"description": "cancelled", **_JOB}, "404": _ERROR, "409": _ERROR},
+            ),
+        },
+        "/v1/jobs/{job}/result": {
+            "parameters": [_JOB_ID],
+            "get": _read(
+                "The result file (Range, ETag: its SHA-256)",
+                {
+                    "200": {"description": "one answer per line", "content": {"text/plain": {}}},
+                    "206": {"description": "a range of it"},
+                    "304": {"description": "unchanged"},
+                    "404": _ERROR,
+                    "409": {"description": "not complete yet", **_ERROR},
+                },
+            ),
+        },
+        "/v1/jobs/{job}/errors": {
+            "parameters": [_JOB_ID],
+            "get": _read(
+                "A keep-going job's invalid cases, one error line each",
+                {"200": {"description": "error lines"}, "404": _ERROR, "409": _ERROR},
+            ),
+        },
+        "/v1/batches": {
+            "post": _read(
+                "One callback once every job of a batch has ended",
+                {"201": {"description": "the batch"}, "400": _ERROR, "404": _ERROR, "422": _ERROR},
+                requestBody={
+                    "content": {
+                        "application/json": {
+                            "schema": {
+                                "type": "object",
+                                "required": ["jobs", "callback_url"],
+                                "properties": {
+                                    "jobs": {"type": "array", "items": {"type": "string"}},
+                                    "callback_url": {"type": "string"},
+                                },
+                            }
+                        }
+                    }
+                },
+            ),
+        },
+        "/v1/batches/{batch}": {
+            "get": _read(
+                "A batch and its callback's delivery state",
+                {"200": {"description": "the batch"}, "404": _ERROR},
+                parameters=[
+                    {"name": "batch", "in": "path", "required": True, "schema": {"type": "string"}}
+                ],
+            ),
+        },
+        "/v1/events": {
+            "get": _read(
+                "Server-sent events: created, progress (at most 1/s per job), done,"
+                " failed, cancelled; each `id:` is a resume token",
+                {
+                    "200": {"description": "an event stream", "content": {"text/event-stream": {}}},
+                    "400": _ERROR,
+                },
+                parameters=[
+                    {
+                        "name": "since",
+                        "in": "query",
+                        "schema": {"type": "string"},
+                        "description": "resume after this event id (or Last-Event-ID);"
+                        " 0: every event kept",
+                    },
+                    {"name": "job", "in": "query", "schema": {"type": "string"}},
+                ],
+            ),
+        },
+        "/healthz": {
+            "get": {
+                "summary": "Redis reachable, workers and runners alive",
+                "security": [],
+                "responses": {"200": {"description": "healthy"}, "503": {"description": "not"}},
+            }
+        },
+        "/metrics": {
+            "get": _read(
+                "Prometheus metrics (admin scope)", {"200": {"description": "text format"}}
+            )
+        },
+    },
+    "components": {
+        "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+        "schemas": {
+            "Error": {
+                "type": "object",
+                "required": ["error"],
+                "properties": {"error": {"type": "string"}},
+            },
+            "Job": {
+                "type": "object",
+                "required": ["id", "problem", "state", "links"],
+                "properties": {
+                    "id": {"type": "string"},
+                    "problem": {"type": "string"},
+                    "name": {"type": "string"},
+                    "state": {
+                        "enum": [
+                            "queued",
+                            "producing",
+                            "running",
+                            "complete",
+                            "done",
+                            "failed",
+                            "cancelled",
+                        ]
+                    },
+                    "total": {"type": ["integer", "null"]},
+                    "done": {"type": ["integer", "null"]},
+                    "errors": {"type": "array", "items": {"type": "string"}},
+                    "result_sha256": {"type": "string"},
+                    "webhook": {"type": "object"},
+                    "links": {"type": "object"},
+                },
+            },
+        },
+    },
+}

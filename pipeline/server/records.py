@@ -1,0 +1,151 @@
+"""The HTTP service's job records, batches and event stream in Redis."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from typing import Any
+
+import redis
+
+from pipeline import keys
+from pipeline.jobstore import script
+
+FINISHED = ("done", "failed", "cancelled")
+EVENT_CAP = 100_000  # events kept for clients that resume (older ones are trimmed)
+_TOKEN = re.compile(r"\d{1,20}-\d{1,20}|0")
+
+Record = dict[str, str]
+
+
+def is_event_token(text: str) -> bool:
+    """Whether `text` can be a `since` token (an event id, or 0 for the oldest kept)."""
+    return _TOKEN.fullmatch(text) is not None
+
+
+class Records:
+    """Records of uploaded jobs; `server` names the instance whose spool holds their inputs."""
+
+    def __init__(self, client: redis.Redis, server: str) -> None:
+        self.client: Any = client  # bytes replies (redis-py's types cannot say so)
+        self.server = server
+        self._open = client.register_script(script("open_record"))
+
+    def open(self, job_id: str, fields: dict[str, str], *, replace_done: bool = False) -> bool:
+        """A new record (True), unless one of the same content stands (False)."""
+        now = time.time()
+        values = {
+            **fields,
+            "id": job_id,
+            "state": "queued",
+            "created": f"{now:.6f}",
+            "server": self.server,
+        }
+        flat = [part for pair in values.items() for part in pair]
+        keys_ = [keys.api_job(job_id), keys.API_JOBS, keys.api_pending(self.server)]
+        opened = self._open(keys=keys_, args=[now, job_id, int(replace_done), *flat])
+        return bool(opened)
+
+    def get(self, job_id: str) -> Record | None:
+        """A job's record, or None."""
+        raw = self.client.hgetall(keys.api_job(job_id))
+        return {k.decode(): v.decode() for k, v in raw.items()} or None
+
+    def update(self, job_id: str, **fields: str | int) -> None:
+        """Change fields of an existing record."""
+        self.client.hset(keys.api_job(job_id), mapping={k: str(v) for k, v in fields.items()})
+
+    def finish(self, job_id: str, state: str, **fields: str | int) -> None:
+        """The job ended: its record says how, and the server no longer owes it."""
+        pipe = self.client.pipeline()
+        values = {**fields, "state": state, "finished": f"{time.time():.6f}"}
+        pipe.hset(keys.api_job(job_id), mapping={k: str(v) for k, v in values.items()})
+        pipe.srem(keys.api_pending(self.server), job_id)
+        pipe.execute()
+
+    def forget(self, job_id: str) -> None:
+        """Remove a record that never became a job (an upload that was refused)."""
+        pipe = self.client.pipeline()
+        pipe.delete(keys.api_job(job_id))
+        pipe.zrem(keys.API_JOBS, job_id)
+        pipe.srem(keys.api_pending(self.server), job_id)
+        pipe.execute()
+
+    def pending(self) -> list[str]:
+        """Jobs this server has yet to finish (after a restart: to resume)."""
+        return sorted(m.decode() for m in self.client.smembers(keys.api_pending(self.server)))
+
+    def pending_count(self) -> int:
+        """How many jobs this server has yet to finish."""
+        return int(self.client.scard(keys.api_pending(self.server)))
+
+    def page(self, limit: int, before: float | None) -> tuple[list[Record], float | None]:
+        """Records newest first, older than `before` (a cursor); the next page's cursor."""
+        top = f"({before}" if before is not None else "+inf"
+        rows = self.client.zrevrangebyscore(
+            keys.API_JOBS, top, "-inf", start=0, num=limit + 1, withscores=True
+        )
+        records = [r for member, _ in rows[:limit] if (r := self.get(member.decode()))]
+        more = len(rows) > limit
+        return records, (float(rows[limit - 1][1]) if more and limit else None)
+
+    def count_by_state(self) -> dict[str, int]:
+        """Jobs per state (for /metrics): one pass over the listing."""
+        counts: dict[str, int] = {}
+        pipe = self.client.pipeline()
+        for member in self.client.zrange(keys.API_JOBS, 0, -1):
+            pipe.hget(keys.api_job(member.decode()), "state")
+        for state in pipe.execute():
+            if state is not None:
+                counts[state.decode()] = counts.get(state.decode(), 0) + 1
+        return counts
+
+    def event(self, kind: str, job_id: str, data: dict[str, Any]) -> str:
+        """Append an event; its id is the token a client resumes from."""
+        body = json.dumps({"type": kind, "job": job_id, **data}, separators=(",", ":"))
+        token = self.client.xadd(
+            keys.API_EVENTS, {"data": body}, maxlen=EVENT_CAP, approximate=True
+        )
+        return str(token.decode())
+
+    def last_event(self) -> str:
+        """The newest event's token ("0" when there is none)."""
+        rows = self.client.xrevrange(keys.API_EVENTS, count=1)
+        return str(rows[0][0].decode()) if rows else "0"
+
+    def open_batch(self, batch_id: str, jobs: list[str], callback_url: str) -> None:
+        """A batch: one callback once all of its jobs have ended."""
+        self.client.hset(
+            keys.api_batch(batch_id),
+            mapping={
+                "id": batch_id,
+                "jobs": json.dumps(jobs),
+                "callback_url": callback_url,
+                "created": f"{time.time():.6f}",
+                "webhook": json.dumps({"state": "waiting"}),
+            },
+        )
+        for job_id in jobs:
+            self.client.hset(keys.api_job(job_id), "batch", batch_id)
+
+    def batch(self, batch_id: str) -> Record | None:
+        """A batch's record, or None."""
+        raw = self.client.hgetall(keys.api_batch(batch_id))
+        return {k.decode(): v.decode() for k, v in raw.items()} or None
+
+    def claim_batch(self, batch_id: str) -> bool:
+        """Whether this caller is the one to deliver the batch's callback (only one is)."""
+        return bool(self.client.hsetnx(keys.api_batch(batch_id), "claimed", self.server))
+
+    def update_batch(self, batch_id: str, **fields: str) -> None:
+        """Change fields of a batch."""
+        self.client.hset(keys.api_batch(batch_id), mapping=fields)
+
+
+async def read_events(client: Any, since: str, block_ms: int) -> list[tuple[str, str]]:
+    """Events after `since` as (token, JSON), waiting up to `block_ms` for the first."""
+    found = await client.xread({keys.API_EVENTS: since}, count=500, block=block_ms)
+    if not found:
+        return []
+    return [(token.decode(), fields[b"data"].decode()) for token, fields in found[0][1]]

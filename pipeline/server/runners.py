@@ -1,0 +1,253 @@
+"""Runner processes of the server: they read uploaded inputs and collect results through the
+service layer (the same `service.run` as `solve`), each following several jobs at once."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import multiprocessing
+import os
+import signal
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pipeline import service
+from pipeline.config import Settings
+from pipeline.errors import GamebatchError, JobFailed
+from pipeline.jobstore import connect
+from pipeline.local.children import tie_to_parent
+from pipeline.progress import ProgressBar
+from pipeline.registry import get_problem
+from pipeline.server import webhooks
+from pipeline.server.records import FINISHED, Records
+from pipeline.server.spool import Spool
+
+log = logging.getLogger("gamebatch.server")
+PROGRESS_EVERY = 1.0  # seconds between progress events of one job
+
+
+@dataclass(frozen=True)
+class Upload:
+    """A job handed to a runner: where its input is, and what was asked."""
+
+    job_id: str
+    problem: str
+    name: str  # the file name as uploaded (error messages use it)
+    keep_going: bool
+    lane: str
+    callback_url: str | None
+
+
+class RunnerPool:
+    """`count` runner processes that take uploads in order, each following `per_runner`."""
+
+    def __init__(self, settings: Settings, spool: Spool, server: str) -> None:
+        self._context = multiprocessing.get_context("spawn")
+        self._queue: Any = self._context.Queue()
+        self._processes = [
+            self._context.Process(
+                target=_serve,
+                args=(settings, spool.root, server, self._queue, os.getpid()),
+                name=f"gamebatch-runner-{i}",
+                daemon=True,
+            )
+            for i in range(settings.server.runners)
+        ]
+
+    def start(self) -> None:
+        for process in self._processes:
+            process.start()
+
+    def submit(self, upload: Upload) -> None:
+        """Hand an upload to the first free runner."""
+        self._queue.put(upload)
+
+    def alive(self) -> bool:
+        """Whether every runner process still runs."""
+        return all(process.is_alive() for process in self._processes)
+
+    def close(self) -> None:
+        """Stop the runners (jobs they follow resume when the server starts again)."""
+        for process in self._processes:
+            if process.is_alive():
+                process.terminate()
+        for process in self._processes:
+            process.join(5)
+        self._queue.close()
+
+
+def _serve(settings: Settings, root: Path, server: str, queue: Any, parent: int) -> None:
+    """A runner process: take uploads until the server ends."""
+    tie_to_parent(signal.SIGKILL, parent)  # never outlive the server
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the server decides when runners stop
+    logging.basicConfig(level=logging.INFO, format="gamebatch serve: %(message)s")
+    records = Records(connect(settings.broker_url or "", "gamebatch-server"), server)
+    spool = Spool(root)
+    free = threading.Semaphore(settings.server.jobs_per_runner)
+    with ThreadPoolExecutor(settings.server.jobs_per_runner) as threads:
+        while True:
+            free.acquire()
+            upload = queue.get()
+            future = threads.submit(run_job, settings, records, spool, upload)
+            future.add_done_callback(lambda _: free.release())
+
+
+def run_job(settings: Settings, records: Records, spool: Spool, upload: Upload) -> None:
+    """Solve one uploaded input and record how it ended (never raises)."""
+    job_id = upload.job_id
+    record = records.get(job_id)
+    if record is None or record.get("state") in FINISHED:  # cancelled while it waited
+        spool.discard(spool.input(job_id))
+        return
+    ended: tuple[str, dict[str, Any]] | None
+    try:
+        records.update(job_id, state="producing")
+        ended = _solve(settings, records, spool, upload)
+    except JobFailed as exc:
+        ended = _failed(records, job_id, str(exc))
+    except GamebatchError as exc:
+        ended = ("failed", {"error": str(exc), "exit_code": exc.exit_code})
+    except Exception as exc:  # reported on the job; the traceback only in the server's log
+        log.exception("job %s", job_id)
+        ended = ("failed", {"error": f"internal error: {type(exc).__name__}", "exit_code": 1})
+    spool.discard(spool.input(job_id))
+    if ended is None:
+        return
+    state, fields = ended
+    records.finish(job_id, state, **fields)
+    records.event(state, job_id, {k: v for k, v in fields.items() if k != "webhook"})
+    _notify(settings, records, job_id)
+
+
+def _solve(
+    settings: Settings, records: Records, spool: Spool, upload: Upload
+) -> tuple[str, dict[str, Any]]:
+    job_id, source = upload.job_id, spool.input(upload.job_id)
+    progress = _EventProgress(records, job_id)
+    outcome = service.run(
+        settings,
+        get_problem(upload.problem),
+        [service.FileJob(source, spool.result(job_id))],
+        lambda line: log.info("%s: %s", job_id, line),
+        quiet=True,
+        keep_going=upload.keep_going,
+        lane=upload.lane,
+        progress=progress,
+    )[0]
+    if outcome.error:
+        message = outcome.error.removeprefix("error: ").replace(str(source), upload.name)
+        return "failed", {"error": message, "exit_code": 2}
+    result = spool.result(job_id)
+    with result.open("rb") as stream:
+        sha = hashlib.file_digest(stream, "sha256").hexdigest()
+    return "done", {
+        "total": progress.total,
+        "result_sha256": sha,
+        "result_bytes": result.stat().st_size,
+        "invalid": outcome.invalid,
+    }
+
+
+def _failed(records: Records, job_id: str, error: str) -> tuple[str, dict[str, Any]] | None:
+    record = records.get(job_id) or {}
+    if record.get("state") == "cancelled":
+        return None  # DELETE recorded it
+    return "failed", {"error": error, "exit_code": 1}
+
+
+class _EventProgress(ProgressBar):
+    """Progress as events, at most one per second per job."""
+
+    def __init__(self, records: Records, job_id: str) -> None:
+        super().__init__("serve", enabled=False)
+        self.records, self.job_id = records, job_id
+        self._last = 0.0
+
+    def add_total(self, cases: int) -> None:
+        super().add_total(cases)
+        self._maybe_send()
+
+    def set_done(self, done: int) -> None:
+        super().set_done(done)
+        self._maybe_send()
+
+    def _maybe_send(self) -> None:
+        now = time.monotonic()
+        if now - self._last < PROGRESS_EVERY:
+            return
+        self._last = now
+        self.records.event("progress", self.job_id, {"done": self.done, "read": self.total})
+
+
+def _notify(settings: Settings, records: Records, job_id: str) -> None:
+    """Deliver the job's callback, and its batch's once every job of the batch ended."""
+    record = records.get(job_id) or {}
+    if record.get("callback_url"):
+        webhooks.deliver(
+            record["callback_url"],
+            f"job.{record['state']}",
+            {"job": public(record)},
+            settings.server,
+            lambda state: records.update(job_id, webhook=json.dumps(state)),
+        )
+    if record.get("batch"):
+        deliver_batch(settings, records, record["batch"])
+
+
+def deliver_batch(settings: Settings, records: Records, batch_id: str) -> None:
+    """The batch's one callback, if all its jobs ended and nobody delivered it yet."""
+    batch = records.batch(batch_id)
+    if batch is None:
+        return
+    jobs = [records.get(j) or {"id": j, "state": "failed"} for j in json.loads(batch["jobs"])]
+    if any(job.get("state") not in FINISHED for job in jobs) or not records.claim_batch(batch_id):
+        return
+    webhooks.deliver(
+        batch["callback_url"],
+        "batch.finished",
+        {"batch": batch_id, "jobs": [public(job) for job in jobs]},
+        settings.server,
+        lambda state: records.update_batch(batch_id, webhook=json.dumps(state)),
+    )
+
+
+_PUBLIC = (
+    "id",
+    "problem",
+    "name",
+    "state",
+    "error",
+    "total",
+    "invalid",
+    "size",
+    "exit_code",
+    "result_sha256",
+    "result_bytes",
+    "created",
+    "finished",
+    "keep_going",
+    "lane",
+)
+_NUMBERS = ("total", "invalid", "size", "result_bytes", "exit_code")
+
+
+def public(record: dict[str, str]) -> dict[str, Any]:
+    """What a client sees of a record."""
+    shown: dict[str, Any] = {k: record[k] for k in _PUBLIC if k in record}
+    for key in _NUMBERS:
+        if key in shown:
+            with contextlib.suppress(ValueError):
+                shown[key] = int(shown[key])
+    for key in ("created", "finished"):
+        if key in shown:
+            shown[key] = float(shown[key])
+    shown["keep_going"] = record.get("keep_going") == "1"
+    if "webhook" in record:
+        shown["webhook"] = json.loads(record["webhook"])
+    return shown
