@@ -466,6 +466,12 @@ def markdown(info: dict[str, str], rows: list[Row], quick: bool) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _http_service(data: Path, quick: bool) -> list[Row]:
+    from benchmarks.http import http_service  # it builds on this module's helpers
+
+    return http_service(data, quick)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes (CI)")
@@ -486,6 +492,7 @@ def main() -> int:
         "startup": lambda: startup(data, args.quick),
         "stage_rates": lambda: stage_rates(data, args.quick),
         "scaling": lambda: scaling(data, args.quick),
+        "http_service": lambda: _http_service(data, args.quick),
     }
     rows: list[Row] = []
     for name, suite in suites.items():
