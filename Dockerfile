@@ -12,7 +12,7 @@ COPY games ./games
 RUN pip wheel --no-cache-dir --no-deps --wheel-dir /wheels .
 
 FROM python:3.11-slim
-RUN useradd --create-home gamebatch
+RUN useradd --create-home gamebatch && mkdir /spool && chown gamebatch /spool
 WORKDIR /app
 COPY configs ./configs
 COPY --from=build /wheels /wheels

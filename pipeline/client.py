@@ -3,6 +3,7 @@ over HTTP (no Redis access needed), with the same output and exit codes as on a 
 
 from __future__ import annotations
 
+import base64
 import codecs
 import hashlib
 import json
@@ -77,13 +78,21 @@ class Client:
         except OSError as exc:
             raise UsageError(f"cannot read {path}: {exc.strerror}") from None
         with stream:
+            # Announcing the SHA-256 lets the server name the job, and read the input while it
+            # is still uploaded; it checks the bytes against it.
+            digest = base64.b64encode(hashlib.file_digest(stream, "sha256").digest()).decode()
+            stream.seek(0)
             chunks = iter(lambda: stream.read(_UPLOAD_BLOCK), b"")
             return self.call(
                 "PUT",
                 "/v1/jobs",
                 params=params,
                 content=chunks,
-                headers={"Content-Type": "application/octet-stream"},
+                headers={
+                    "Content-Type": "application/octet-stream",
+                    "Content-Digest": f"sha-256=:{digest}:",
+                    "Content-Length": str(os.fstat(stream.fileno()).st_size),
+                },
                 timeout=httpx.Timeout(30.0, write=None),
             )
 

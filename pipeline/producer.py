@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Protocol
 
 from pipeline.chunking import Chunk, chunk_cases
 from pipeline.config import Settings
@@ -32,6 +32,15 @@ class Submitted:
     chunks: int
     queued: int  # chunks queued by this run (0 when a previous run did everything)
     keep_going: bool = False
+
+
+class Source(Protocol):
+    """An input's bytes when they are not simply a file's: its SHA-256 as announced, and a
+    binary stream of them (`open("rb")`)."""
+
+    digest: str
+
+    def open(self, mode: str, /) -> BinaryIO: ...
 
 
 def checksum(path: Path) -> str:
@@ -68,15 +77,17 @@ def submit(
     keep_going: bool = False,
     on_cases: Callable[[int], None] = lambda n: None,
     on_progress: Callable[[JobCounters], None] = lambda p: None,
+    source: Source | None = None,
 ) -> Submitted:
     """Validate and queue every chunk without answers; reuse a finished earlier run.
 
     With `window` > 0, waits while that many chunks of this run are unanswered, so that
     Redis holds a bounded part of a large input. On bad input the job is deleted and the
     InputError propagates, unless `keep_going`: then invalid cases are recorded and answered
-    with a marker.
+    with a marker. A `source` gives the digest and the bytes of an input that is not (yet)
+    a whole file: an upload still arriving.
     """
-    digest = checksum(path)
+    digest = source.digest if source is not None else checksum(path)
     job_id = job_id_for(problem, digest) + ("-keep-going" if keep_going else "")
     manifest = store.open_job(job_id, _manifest(problem, path, settings, lane))
     progress = store.progress(job_id)
@@ -87,7 +98,9 @@ def submit(
     if window:
         run.window = _Window(store, job_id, settings, on_progress, chunks=window)
     try:
-        run.read(path, digest, settings, int(manifest["target_work"]), int(manifest["max_cases"]))
+        opener = source.open if source is not None else lambda _: path.open("rb")
+        run.read(path, digest, settings, int(manifest["target_work"]), int(manifest["max_cases"]),
+                 opener=opener)  # fmt: skip
     except (UsageError, InputError):
         store.delete(job_id)  # nothing of a bad or changing file is kept or written
         raise
@@ -147,10 +160,11 @@ class _Production:
         store.reset_invalid(job_id)
 
     def read(
-        self, path: Path, digest: str, settings: Settings, target_work: int, max_cases: int
-    ) -> None:
+        self, path: Path, digest: str, settings: Settings, target_work: int, max_cases: int,
+        *, opener: Callable[[str], BinaryIO],
+    ) -> None:  # fmt: skip
         """Read, validate, chunk and queue the whole input; check it is what was hashed."""
-        with path.open("rb") as raw:
+        with opener("rb") as raw:
             stream = _HashingReader(raw)
             limits = settings.limits
             tokens = TokenReader(stream, str(path), max_token=limits.max_token_bytes,

@@ -6,7 +6,7 @@ import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import TextIO
@@ -66,10 +66,12 @@ def cluster(settings: Settings, *, workers: bool = True) -> Iterator[Cluster]:
 
 @dataclass(frozen=True)
 class FileJob:
-    """One input file and where its result goes: a file, a stream, or None (stdout)."""
+    """One input file and where its result goes: a file, a stream, or None (stdout). A
+    `source` reads an input that is still arriving (an upload), in this process."""
 
     input: Path
     output: Path | TextIO | None
+    source: producer.Source | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -155,7 +157,7 @@ class _SolveRun:
         """Every file queued (a bad one as its error line): here, or in producer processes."""
         c = self.c
         count = producers.producer_count(c.settings, [f.input for f in files], c.local_workers)
-        if count < 2:
+        if count < 2 or any(f.source is not None for f in files):
             return [self._queue_or_error(item) for item in files]
         tasks = [
             producers.FileTask(c.settings, self.problem.name, item.input, self.keep_going,
@@ -185,7 +187,7 @@ class _SolveRun:
                 self.problem, item.input, c.store, c.send, c.settings,
                 window=c.settings.chunk.window, keep_going=self.keep_going,
                 lane=producer.choose_lane(item.input, c.settings, self.lane),
-                on_cases=self.progress.add_total, on_progress=on_progress,
+                on_cases=self.progress.add_total, on_progress=on_progress, source=item.source,
             )  # fmt: skip
 
         return producer.retry_when_lost(submit, item.input, self.report)

@@ -4,11 +4,14 @@ they never read an input themselves."""
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import json
 import logging
 import time
 import uuid
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import redis
@@ -182,6 +185,9 @@ async def _upload(service: Service, request: Request, caller: Caller) -> Respons
         service.settings.server.max_pending_jobs
     ):
         raise ApiError(503, "too many unfinished jobs; try again later", {"Retry-After": "5"})
+    announced = _announced_digest(request.headers.get("content-digest"))
+    if announced is not None and request.method == "PUT":
+        return await _upload_in_place(service, request, params, announced, caller)
     received = await _receive(service, request)
     try:
         fields = {k: v for k, v in received.fields.items() if k in _JOB_PARAMS}
@@ -191,11 +197,104 @@ async def _upload(service: Service, request: Request, caller: Caller) -> Respons
         service.spool.discard(received.path)  # kept by now, or not wanted
 
 
-async def _receive(service: Service, request: Request) -> Received:
+def _announced_digest(header: str | None) -> str | None:
+    """The SHA-256 a `Content-Digest: sha-256=:BASE64:` header (RFC 9530) announces."""
+    for item in (header or "").split(","):
+        algorithm, _, value = item.strip().partition("=")
+        if algorithm.strip().lower() != "sha-256":
+            continue  # other algorithms are not used
+        value = value.strip()
+        try:
+            digest = base64.b64decode(value[1:-1], validate=True)
+        except binascii.Error:
+            digest = b""
+        if len(digest) != 32 or not (value.startswith(":") and value.endswith(":")):
+            raise ApiError(400, "Content-Digest must be sha-256=:<base64 of 32 bytes>:")
+        return digest.hex()
+    return None
+
+
+async def _upload_in_place(
+    service: Service, request: Request, params: dict[str, str], announced: str, caller: Caller
+) -> Response:
+    """A raw upload that announced its SHA-256: the job is known before the body arrives, so a
+    runner reads the input while it is still uploaded. A body that is not what it announced
+    is refused and leaves no job."""
     limit = service.settings.limits.max_upload_bytes
+    _check_length(request, limit)
+    _check_raw(request)
+    problem = get_problem(params["problem"])
+    job_id = job_id_for(problem, announced) + ("-keep-going" if params["keep_going"] == "1" else "")
+    length = request.headers.get("content-length", "")
+    lane = params["lane"]
+    if lane == "auto":  # decided here: the file is still growing (unknown length: bulk)
+        small = length.isdigit() and int(length) <= service.settings.interactive_max_bytes
+        lane = "interactive" if small else "bulk"
+    name = params.get("name") or f"{job_id}.in"
+    fields = _fields(problem.name, name, {**params, "lane": lane}, caller, size=length,
+                     uploaded="0")  # fmt: skip
+    opened, record = await run_in_threadpool(_open_record, service, job_id, fields)
+    if not opened:
+        async for _ in request.stream():  # the same content is known: the body is not needed
+            pass
+        return JSONResponse(_job_body(service, record), 200)
+    spool = service.spool
+    spool.discard_input(job_id)
+    spool.input(job_id).touch(mode=0o600)
+    token = await run_in_threadpool(service.records.event, "created", job_id,
+                                    {"problem": problem.name, "name": name})  # fmt: skip
+    service.runners.submit(Upload(job_id, problem.name, name, params["keep_going"] == "1", lane,
+                                  params.get("callback_url") or None, announced))  # fmt: skip
+    try:
+        received = await _receive(service, request, into=spool.input(job_id))
+        if received.sha256 != announced:
+            raise ApiError(400, "the body's SHA-256 is not the one its Content-Digest announced")
+    except BaseException:
+        spool.mark(spool.broken(job_id))  # the runner's producer drops what it read
+        await run_in_threadpool(service.records.forget, job_id)
+        raise
+    await run_in_threadpool(lambda: service.records.update(job_id, uploaded="1",
+                                                           size=received.size))  # fmt: skip
+    spool.mark(spool.arrived(job_id))
+    body = _job_body(service, await run_in_threadpool(_record, service, job_id))
+    body["links"]["events"] = f"/v1/events?since={token}"
+    return JSONResponse(body, 201, headers={"Location": f"/v1/jobs/{job_id}"})
+
+
+def _open_record(
+    service: Service, job_id: str, fields: dict[str, str]
+) -> tuple[bool, dict[str, str]]:
+    existing = service.records.get(job_id)
+    stale = existing is not None and existing.get("state") == "done" and not (
+        service.spool.result(job_id).exists())  # fmt: skip
+    opened = service.records.open(job_id, fields, replace_done=stale)
+    return opened, service.records.get(job_id) or {}
+
+
+def _fields(
+    problem: str, name: str, params: dict[str, str], caller: Caller, *, size: str, uploaded: str
+) -> dict[str, str]:
+    return {
+        "problem": problem, "name": name, "size": size, "lane": params["lane"],
+        "keep_going": params["keep_going"], "callback_url": params.get("callback_url", ""),
+        "owner": caller.name, "uploaded": uploaded,
+    }  # fmt: skip
+
+
+def _check_length(request: Request, limit: int) -> None:
     declared = request.headers.get("content-length")
     if declared and declared.isdigit() and int(declared) > limit:
         raise ApiError(413, f"the upload is larger than limits.max_upload_bytes ({limit})")
+
+
+def _check_raw(request: Request) -> None:
+    if request.headers.get("content-type", "").startswith(("multipart/", "application/json")):
+        raise ApiError(415, "PUT takes the raw file as the body (multipart: use POST)")
+
+
+async def _receive(service: Service, request: Request, into: Path | None = None) -> Received:
+    limit = service.settings.limits.max_upload_bytes
+    _check_length(request, limit)
     content_type = request.headers.get("content-type", "")
     try:
         if request.method == "POST":
@@ -203,9 +302,8 @@ async def _receive(service: Service, request: Request) -> Received:
                 raise ApiError(415, "POST takes multipart/form-data (PUT takes the raw file)")
             received = await service.spool.receive_form(request.stream(), content_type, limit)
         else:
-            if content_type.startswith(("multipart/", "application/json")):
-                raise ApiError(415, "PUT takes the raw file as the body (multipart: use POST)")
-            received = await service.spool.receive(request.stream(), limit)
+            _check_raw(request)
+            received = await service.spool.receive(request.stream(), limit, into=into)
     except TooLarge as exc:
         raise ApiError(413, str(exc)) from None
     except BadUpload as exc:
@@ -223,38 +321,15 @@ def _open_job(
     keep_going = params["keep_going"] == "1"
     job_id = job_id_for(problem, received.sha256) + ("-keep-going" if keep_going else "")
     name = params.get("name") or _file_name(received.filename) or f"{job_id}.in"
-    records, spool = service.records, service.spool
-    fields = {
-        "problem": problem.name,
-        "name": name,
-        "size": str(received.size),
-        "lane": params["lane"],
-        "keep_going": params["keep_going"],
-        "callback_url": params.get("callback_url", ""),
-        "owner": caller.name,
-    }
-    existing = records.get(job_id)
-    stale = (
-        existing is not None
-        and existing.get("state") == "done"
-        and not (spool.result(job_id).exists())
-    )
-    if not records.open(job_id, fields, replace_done=stale):
-        record = records.get(job_id) or {}
+    fields = _fields(problem.name, name, params, caller, size=str(received.size), uploaded="1")
+    opened, record = _open_record(service, job_id, fields)
+    if not opened:
         return JSONResponse(_job_body(service, record), 200)
-    spool.keep(received, job_id)
-    token = records.event("created", job_id, {"problem": problem.name, "name": name})
-    service.runners.submit(
-        Upload(
-            job_id,
-            problem.name,
-            name,
-            keep_going,
-            params["lane"],
-            params.get("callback_url") or None,
-        )
-    )
-    body = _job_body(service, records.get(job_id) or {})
+    service.spool.keep(received, job_id)
+    token = service.records.event("created", job_id, {"problem": problem.name, "name": name})
+    service.runners.submit(Upload(job_id, problem.name, name, keep_going, params["lane"],
+                                  params.get("callback_url") or None))  # fmt: skip
+    body = _job_body(service, service.records.get(job_id) or {})
     body["links"]["events"] = f"/v1/events?since={token}"
     return JSONResponse(body, 201, headers={"Location": f"/v1/jobs/{job_id}"})
 

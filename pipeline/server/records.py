@@ -31,6 +31,7 @@ class Records:
         self.client: Any = client  # bytes replies (redis-py's types cannot say so)
         self.server = server
         self._open = client.register_script(script("open_record"))
+        self._finish = client.register_script(script("finish_record"))
 
     def open(self, job_id: str, fields: dict[str, str], *, replace_done: bool = False) -> bool:
         """A new record (True), unless one of the same content stands (False)."""
@@ -56,13 +57,13 @@ class Records:
         """Change fields of an existing record."""
         self.client.hset(keys.api_job(job_id), mapping={k: str(v) for k, v in fields.items()})
 
-    def finish(self, job_id: str, state: str, **fields: str | int) -> None:
-        """The job ended: its record says how, and the server no longer owes it."""
-        pipe = self.client.pipeline()
+    def finish(self, job_id: str, state: str, **fields: str | int) -> bool:
+        """The job ended: its record says how, and the server no longer owes it. False when
+        the record is gone (an upload refused meanwhile): nothing is written then."""
         values = {**fields, "state": state, "finished": f"{time.time():.6f}"}
-        pipe.hset(keys.api_job(job_id), mapping={k: str(v) for k, v in values.items()})
-        pipe.srem(keys.api_pending(self.server), job_id)
-        pipe.execute()
+        flat = [str(part) for pair in values.items() for part in pair]
+        keys_ = [keys.api_job(job_id), keys.api_pending(self.server)]
+        return bool(self._finish(keys=keys_, args=[job_id, *flat]))
 
     def forget(self, job_id: str) -> None:
         """Remove a record that never became a job (an upload that was refused)."""

@@ -42,6 +42,7 @@ class Upload:
     keep_going: bool
     lane: str
     callback_url: str | None
+    arriving: str | None = None  # the announced SHA-256 while the body is still uploaded
 
 
 class RunnerPool:
@@ -103,7 +104,7 @@ def run_job(settings: Settings, records: Records, spool: Spool, upload: Upload) 
     job_id = upload.job_id
     record = records.get(job_id)
     if record is None or record.get("state") in FINISHED:  # cancelled while it waited
-        spool.discard(spool.input(job_id))
+        spool.discard_input(job_id)
         return
     ended: tuple[str, dict[str, Any]] | None
     try:
@@ -116,11 +117,12 @@ def run_job(settings: Settings, records: Records, spool: Spool, upload: Upload) 
     except Exception as exc:  # reported on the job; the traceback only in the server's log
         log.exception("job %s", job_id)
         ended = ("failed", {"error": f"internal error: {type(exc).__name__}", "exit_code": 1})
-    spool.discard(spool.input(job_id))
+    spool.discard_input(job_id)
     if ended is None:
         return
     state, fields = ended
-    records.finish(job_id, state, **fields)
+    if not records.finish(job_id, state, **fields):
+        return  # the upload was refused meanwhile: no job
     records.event(state, job_id, {k: v for k, v in fields.items() if k != "webhook"})
     _notify(settings, records, job_id)
 
@@ -130,10 +132,11 @@ def _solve(
 ) -> tuple[str, dict[str, Any]]:
     job_id, source = upload.job_id, spool.input(upload.job_id)
     progress = _EventProgress(records, job_id)
+    arriving = spool.arriving(job_id, upload.arriving) if upload.arriving else None
     outcome = service.run(
         settings,
         get_problem(upload.problem),
-        [service.FileJob(source, spool.result(job_id))],
+        [service.FileJob(source, spool.result(job_id), arriving)],
         lambda line: log.info("%s: %s", job_id, line),
         quiet=True,
         keep_going=upload.keep_going,

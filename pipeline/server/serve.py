@@ -116,7 +116,7 @@ def _resume(records: Records, spool: Spool, runners: RunnerPool) -> None:
         if record.get("state") in ("done", "failed", "cancelled"):
             records.finish(job_id, record["state"])
             continue
-        if not spool.input(job_id).exists():
+        if not spool.input(job_id).exists() or record.get("uploaded") != "1":
             records.finish(
                 job_id,
                 "failed",

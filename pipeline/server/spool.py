@@ -3,19 +3,24 @@ the result files of finished jobs."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
 import os
 import tempfile
+import time
 from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO, cast
 
-import anyio.to_thread
 from python_multipart.exceptions import MultipartParseError
 from python_multipart.multipart import MultipartParser, parse_options_header
 
-_FLUSH_BYTES = 1 << 20  # bytes gathered before one write to disk (off the event loop)
+from pipeline.errors import UsageError
+
+_GATHER_BYTES = 8 << 20  # bytes gathered while the writer thread is busy, at most
 _MAX_FIELD_BYTES = 4096  # a form field besides the file (problem, lane, ...)
 
 
@@ -72,13 +77,37 @@ class Spool:
         for stale in (self.root / "uploads").iterdir():
             self.discard(stale)
 
-    async def receive(self, chunks: AsyncIterator[bytes], limit: int) -> Received:
-        """A raw body, streamed to a temporary file; nothing is left if it fails."""
-        sink = await _Sink.open(self.root / "uploads", limit)
+    def arrived(self, job_id: str) -> Path:
+        """Marks an input written in place (`receive(into=...)`) as whole and checked."""
+        return self.root / "inputs" / f"{job_id}.in.arrived"
+
+    def broken(self, job_id: str) -> Path:
+        """Marks an input written in place as never to be whole (the upload failed)."""
+        return self.root / "inputs" / f"{job_id}.in.broken"
+
+    def mark(self, marker: Path) -> None:
+        """Create a marker file."""
+        marker.touch()
+
+    def discard_input(self, job_id: str) -> None:
+        """Remove a job's input and its markers."""
+        for path in (self.input(job_id), self.arrived(job_id), self.broken(job_id)):
+            self.discard(path)
+
+    def arriving(self, job_id: str, digest: str) -> Arriving:
+        """A job's input while its upload is still written in place."""
+        return Arriving(self.input(job_id), digest, self.arrived(job_id), self.broken(job_id))
+
+    async def receive(
+        self, chunks: AsyncIterator[bytes], limit: int, *, into: Path | None = None
+    ) -> Received:
+        """A raw body, streamed to a temporary file (or `into`, where a runner may already be
+        reading it); nothing is left if it fails."""
+        sink = await (_Sink.at(into, limit) if into else _Sink.open(self.root / "uploads", limit))
         try:
             async for chunk in chunks:
                 sink.feed(chunk)
-                await sink.flush(_FLUSH_BYTES)
+                await sink.flush()
             return await sink.close(None, {})
         except BaseException:
             await sink.abort()
@@ -100,7 +129,7 @@ class Spool:
             async for chunk in chunks:
                 parser.write(chunk)
                 form.check()
-                await sink.flush(_FLUSH_BYTES)
+                await sink.flush()
             parser.finalize()
             if form.filename is None:
                 raise BadUpload("multipart body without a 'file' part")
@@ -114,37 +143,68 @@ class Spool:
 
 
 class _Sink:
-    """A temporary file that hashes and counts what is written, within a limit."""
+    """A temporary file that hashes and counts what is written, within a limit. Hashing and
+    writing run in a thread of their own (hashlib lets go of the GIL), one block at a time,
+    while the event loop receives the next block."""
 
     def __init__(self, path: Path, fd: int, limit: int) -> None:
         self.path, self.fd, self.limit = path, fd, limit
         self.digest = hashlib.sha256()
         self.size = 0
-        self.buffer = bytearray()
+        self.blocks: list[bytes] = []
+        self.gathered = 0
+        self.writer = ThreadPoolExecutor(1, thread_name_prefix="gamebatch-upload")
+        self.writing: asyncio.Future[None] | None = None
 
     @classmethod
     async def open(cls, folder: Path, limit: int) -> _Sink:
         fd, name = tempfile.mkstemp(dir=folder, suffix=".part")
         return cls(Path(name), fd, limit)
 
+    @classmethod
+    async def at(cls, path: Path, limit: int) -> _Sink:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        return cls(path, fd, limit)
+
     def feed(self, data: bytes) -> None:
         self.size += len(data)
         if self.size > self.limit:
             raise TooLarge(f"the upload is larger than limits.max_upload_bytes ({self.limit})")
-        self.digest.update(data)
-        self.buffer += data
+        self.blocks.append(bytes(data))
+        self.gathered += len(data)
 
-    async def flush(self, at_least: int = 0) -> None:
-        if len(self.buffer) > at_least or (not at_least and self.buffer):
-            data, self.buffer = bytes(self.buffer), bytearray()
-            await anyio.to_thread.run_sync(_write_all, self.fd, data)
+    async def flush(self) -> None:
+        """Hand what arrived to the writer thread when it is free (so that a reader of the
+        file sees it at once); while it is busy, gather up to _GATHER_BYTES."""
+        if not self.blocks:
+            return
+        if self.writing is not None and not self.writing.done() and self.gathered < _GATHER_BYTES:
+            return
+        if self.writing is not None:
+            await self.writing
+        data = b"".join(self.blocks)
+        self.blocks, self.gathered = [], 0
+        self.writing = asyncio.get_running_loop().run_in_executor(self.writer, self._store, data)
+
+    def _store(self, data: bytes) -> None:
+        self.digest.update(data)
+        _write_all(self.fd, data)
 
     async def close(self, filename: str | None, fields: dict[str, str]) -> Received:
+        if self.writing is not None:
+            await self.writing
         await self.flush()
+        if self.writing is not None:
+            await self.writing
+        self.writer.shutdown()
         os.close(self.fd)
         return Received(self.path, self.digest.hexdigest(), self.size, filename, fields)
 
     async def abort(self) -> None:
+        if self.writing is not None:
+            with contextlib.suppress(OSError):
+                await self.writing
+        self.writer.shutdown()
         with contextlib.suppress(OSError):
             os.close(self.fd)
         with contextlib.suppress(FileNotFoundError):
@@ -224,3 +284,49 @@ class _Form:
     def _part_end(self) -> None:
         if not self._in_file and self._name:
             self.fields[self._name] = self._text.decode("utf-8", "replace")
+
+
+STALL_SECONDS = 600.0  # an upload that does not grow for this long is given up
+
+
+class Arriving:
+    """An input being uploaded into `path`, for a producer that reads while it arrives: its
+    digest as the client announced it (the producer checks it against what it read)."""
+
+    def __init__(self, path: Path, digest: str, arrived: Path, broken: Path) -> None:
+        self.path, self.digest = path, digest
+        self.arrived, self.broken = arrived, broken
+
+    def open(self, mode: str = "rb", /) -> BinaryIO:
+        return cast(BinaryIO, _Following(self))  # read() is all the producer uses
+
+
+class _Following:
+    """A binary stream over a growing file: at its end it waits for more bytes, until the
+    upload is marked whole (then the end is the end) or broken (an error)."""
+
+    def __init__(self, source: Arriving) -> None:
+        self.source = source
+        self.file = source.path.open("rb")
+
+    def read(self, size: int = -1, /) -> bytes:
+        pause, waited = 0.001, 0.0
+        while True:
+            data = self.file.read(size)
+            if data:
+                return data
+            if self.source.arrived.exists():
+                return self.file.read(size)  # what was written before the mark
+            if self.source.broken.exists():
+                raise UsageError("the upload did not arrive whole")
+            if waited > STALL_SECONDS:
+                raise UsageError(f"the upload stalled for {STALL_SECONDS:.0f} s")
+            time.sleep(pause)
+            waited += pause
+            pause = min(pause * 2, 0.05)
+
+    def __enter__(self) -> _Following:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.file.close()

@@ -13,6 +13,8 @@ import yaml
 
 from pipeline.cli import _parser
 from pipeline.config import load_settings
+from pipeline.errors import UsageError
+from pipeline.server.serve import check_exposure
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -56,6 +58,32 @@ def test_flower_is_local_and_needs_a_password(compose: dict[str, Any]) -> None:
     assert flower["ports"] == ["127.0.0.1:5555:5555"]
     assert "--basic-auth" in " ".join(flower["command"])
     assert "FLOWER_PASSWORD" in flower["environment"]
+
+
+def test_the_api_is_local_needs_tokens_and_keeps_its_spool(
+    compose: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    api = compose["services"]["api"]
+    assert api["ports"] == ["127.0.0.1:8080:8080"]
+    command = api["command"]
+    assert command[:2] == ["gamebatch", "serve"] and _parser().parse_args(command[1:])
+    env = api["environment"]
+    assert env["GAMEBATCH_SERVER__TOKENS"].startswith("${GAMEBATCH_API_TOKENS:?")
+    assert any(
+        volume.endswith(":" + env["GAMEBATCH_SERVER__SPOOL_DIR"]) for volume in api["volumes"]
+    )
+    tokens = '[{"name": "judge", "sha256": "' + "ab" * 32 + '", "scopes": ["submit", "read"]}]'
+    monkeypatch.setenv("GAMEBATCH_BROKER_URL", "redis://:pw@redis:6379/0")
+    monkeypatch.setenv("GAMEBATCH_SERVER__TOKENS", tokens)
+    monkeypatch.setenv("GAMEBATCH_SERVER__SPOOL_DIR", "/spool")
+    monkeypatch.setenv("GAMEBATCH_SERVER__WEBHOOK_SECRET", "")
+    monkeypatch.setenv("GAMEBATCH_SERVER__WEBHOOK_HOSTS", "")
+    server = load_settings().server
+    assert server.tokens[0].scopes == ("submit", "read") and server.webhook_hosts == ()
+    check_exposure("0.0.0.0", server.tokens)  # tokens set: it may listen in the container
+    with pytest.raises(UsageError):
+        check_exposure("0.0.0.0", ())
+    assert "chown gamebatch /spool" in (ROOT / "Dockerfile").read_text()
 
 
 def test_worker_only_file_for_other_machines(monkeypatch: pytest.MonkeyPatch) -> None:

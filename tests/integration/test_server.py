@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 import json
@@ -19,6 +20,7 @@ import httpx
 import pytest
 import redis
 
+from pipeline.jobstore import JobStore
 from pipeline.local.redis_server import RedisServer
 from pipeline.registry import get_problem
 from tests.conftest import Workers, run_reference
@@ -371,3 +373,79 @@ def test_serve_refuses_an_open_address_without_a_token(tmp_path: Path) -> None:
     )
     assert refused.returncode == 2
     assert refused.stderr.startswith("gamebatch: error: refusing to listen on 0.0.0.0")
+
+
+def _digest(data: bytes) -> str:
+    return "sha-256=:" + base64.b64encode(hashlib.sha256(data).digest()).decode() + ":"
+
+
+def test_an_upload_that_announces_its_digest_is_read_while_it_arrives(
+    tmp_path: Path, redis_server: RedisServer, workers: Workers
+) -> None:
+    workers.start(concurrency=2)
+    text = _text(STRGAME, 2000, seed=31).encode()
+    job_id = f"strgame-{hashlib.sha256(text).hexdigest()[:24]}"
+    resume = threading.Event()
+
+    def blocks() -> Iterator[bytes]:
+        for i in range(0, len(text), 8192):
+            yield text[i : i + 8192]
+            if i == 8192 * 4:
+                assert resume.wait(20)  # the rest comes later: the job is produced meanwhile
+
+    running = Server(tmp_path, redis_server.url, chunk={"max_cases": 20}).start()
+    try:
+        with running.client() as http:
+            headers = {"Content-Digest": _digest(text), "Content-Length": str(len(text))}
+            sent: dict[str, httpx.Response] = {}
+
+            def send() -> None:
+                sent["response"] = http.put("/v1/jobs", params={"problem": "strgame"},
+                                            content=blocks(), headers=headers)  # fmt: skip
+
+            sender = threading.Thread(target=send)
+            sender.start()
+            store = JobStore.from_url(redis_server.url)
+            deadline = time.monotonic() + 20
+            while not ((c := store.progress(job_id)) and c.done > 0):  # answers mid-upload
+                assert time.monotonic() < deadline and sender.is_alive(), sent
+                time.sleep(0.01)
+            store.close()
+            resume.set()
+            sender.join(30)
+            created = sent["response"]
+            assert created.status_code == 201, created.text
+            assert created.json()["id"] == job_id
+            assert wait_until_ended(http, job_id)["state"] == "done"
+            assert http.get(f"/v1/jobs/{job_id}/result").text == answers(STRGAME, text.decode())
+            again = http.put("/v1/jobs", params={"problem": "strgame"}, content=text,
+                             headers=headers)  # fmt: skip
+            assert again.status_code == 200 and again.json()["id"] == job_id
+        assert sorted((running.spool / "inputs").iterdir()) == []
+    finally:
+        resume.set()
+        running.stop()
+
+
+def test_a_body_that_is_not_its_announced_digest_leaves_no_job(
+    server: Server, redis_server: RedisServer
+) -> None:
+    text = _text(STRGAME, 500, seed=32).encode()
+    lie = _digest(text.replace(b"a", b"b", 1))
+    with server.client() as http:
+        refused = http.put("/v1/jobs", params={"problem": "strgame"}, content=text,
+                           headers={"Content-Digest": lie})  # fmt: skip
+        assert "Content-Digest" in _json_error(refused, 400)
+        _json_error(http.put("/v1/jobs?problem=strgame", content=text,
+                             headers={"Content-Digest": "sha-256=:short:"}), 400)  # fmt: skip
+        assert http.get("/v1/jobs").json()["jobs"] == []
+    store = redis.Redis.from_url(redis_server.url)
+    deadline = time.monotonic() + 20
+
+    def left() -> list[bytes]:
+        return [*store.scan_iter("gb:job*"), *store.scan_iter("gb:api:job*")]
+
+    while left() or list((server.spool / "inputs").iterdir()):
+        assert time.monotonic() < deadline, (left(), list((server.spool / "inputs").iterdir()))
+        time.sleep(0.05)
+    store.close()
