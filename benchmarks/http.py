@@ -19,7 +19,7 @@ from typing import Any
 
 import httpx
 
-from benchmarks.run import Row, fresh_state, gamebatch, solve_in_process
+from benchmarks.run import Row, fresh_state, gamebatch, random_words, solve_in_process
 from pipeline.local.redis_server import free_port
 
 
@@ -100,15 +100,7 @@ def _blocks(path: Path) -> Iterator[bytes]:
 
 def _big_file(data: Path, quick: bool) -> Path:
     games, width = (4, 5 * 10**6) if quick else (100, 10**7)
-    path = data / f"http-{games}x{width}.in"
-    if not path.exists():
-        rng = random.Random(8)
-        table = bytes.maketrans(bytes(range(256)), b"ab" * 128)
-        with path.open("wb") as out:
-            out.write(f"{games}\n".encode())
-            for _ in range(games):
-                out.write(b"1 1\n" + rng.randbytes(width).translate(table) + b"\n")
-    return path
+    return random_words(data / f"http-{games}x{width}.in", games, width, seed=8)
 
 
 def big_upload(data: Path, quick: bool) -> list[Row]:

@@ -104,6 +104,18 @@ def write_cases(path: Path, game: str, shape: str, count: int, *, size: int, see
     return path
 
 
+def random_words(path: Path, games: int, width: int, *, seed: int) -> Path:
+    """A strgame file of one long random a/b word per game (kept between runs)."""
+    if not path.exists():
+        rng = random.Random(seed)
+        table = bytes.maketrans(bytes(range(256)), b"ab" * 128)
+        with path.open("wb") as out:
+            out.write(f"{games}\n".encode())
+            for _ in range(games):
+                out.write(b"1 1\n" + rng.randbytes(width).translate(table) + b"\n")
+    return path
+
+
 def solve_in_process(game: str, path: Path) -> bytes:
     """Read, validate and solve a file in this process: the solver alone, no pipeline."""
     problem = get_problem(game)  # its tables are prepared before the timings
@@ -249,14 +261,7 @@ def overhead(data: Path, quick: bool) -> list[Row]:
 def memory(data: Path, quick: bool) -> list[Row]:
     """Peak RSS of the `gamebatch solve` process itself on a large input."""
     games, width = (8, 8 * 10**6) if quick else (200, 10**7)
-    path = data / f"big-{games}x{width}.in"
-    if not path.exists():
-        rng = random.Random(5)
-        table = bytes.maketrans(bytes(range(256)), b"ab" * 128)
-        with path.open("wb") as out:
-            out.write(f"{games}\n".encode())
-            for _ in range(games):
-                out.write(b"1 1\n" + rng.randbytes(width).translate(table) + b"\n")
+    path = random_words(data / f"big-{games}x{width}.in", games, width, seed=5)
     size = path.stat().st_size
     env = {k: v for k, v in os.environ.items() if not k.startswith("GAMEBATCH_")}
     env.update(fresh_state())

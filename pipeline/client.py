@@ -10,7 +10,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, TextIO
 from urllib.parse import quote
@@ -125,15 +125,8 @@ class Client:
             "GET", "/v1/events", params=params, timeout=httpx.Timeout(30.0, read=60.0)
         ) as response:
             _raise_for(response)
-            token, data = since, ""
-            for line in response.iter_lines():
-                if line.startswith("id:"):
-                    token = line[3:].strip()
-                elif line.startswith("data:"):
-                    data = line[5:].strip()
-                elif not line and data:
-                    yield token, json.loads(data)
-                    data = ""
+            for token, data in parse_events(response.iter_lines(), since):
+                yield token, json.loads(data)
 
     def download(self, job: dict[str, Any], output: Path | TextIO | None) -> None:
         """The result, checked against its SHA-256, written whole or not at all."""
@@ -159,6 +152,19 @@ class Client:
                 fill(output or sys.stdout)
         except httpx.HTTPError as exc:
             raise GamebatchError(f"download from {self.url} failed: {exc}") from None
+
+
+def parse_events(lines: Iterable[str], since: str) -> Iterator[tuple[str, str]]:
+    """(token, data) of each event of a server-sent event stream (comments skipped)."""
+    token, data = since, ""
+    for line in lines:
+        if line.startswith("id:"):
+            token = line[3:].strip()
+        elif line.startswith("data:"):
+            data = line[5:].strip()
+        elif not line and data:
+            yield token, data
+            data = ""
 
 
 def _token(token_file: Path | None) -> str | None:

@@ -78,6 +78,7 @@ def submit(
     on_cases: Callable[[int], None] = lambda n: None,
     on_progress: Callable[[JobCounters], None] = lambda p: None,
     source: Source | None = None,
+    name: str | None = None,
 ) -> Submitted:
     """Validate and queue every chunk without answers; reuse a finished earlier run.
 
@@ -85,7 +86,8 @@ def submit(
     Redis holds a bounded part of a large input. On bad input the job is deleted and the
     InputError propagates, unless `keep_going`: then invalid cases are recorded and answered
     with a marker. A `source` gives the digest and the bytes of an input that is not (yet)
-    a whole file: an upload still arriving.
+    a whole file: an upload still arriving. Error messages call the file `name` (default:
+    its path).
     """
     digest = source.digest if source is not None else checksum(path)
     job_id = job_id_for(problem, digest) + ("-keep-going" if keep_going else "")
@@ -100,7 +102,7 @@ def submit(
     try:
         opener = source.open if source is not None else lambda _: path.open("rb")
         run.read(path, digest, settings, int(manifest["target_work"]), int(manifest["max_cases"]),
-                 opener=opener)  # fmt: skip
+                 opener=opener, name=name or str(path))  # fmt: skip
     except (UsageError, InputError):
         store.delete(job_id)  # nothing of a bad or changing file is kept or written
         raise
@@ -161,13 +163,13 @@ class _Production:
 
     def read(
         self, path: Path, digest: str, settings: Settings, target_work: int, max_cases: int,
-        *, opener: Callable[[str], BinaryIO],
+        *, opener: Callable[[str], BinaryIO], name: str,
     ) -> None:  # fmt: skip
         """Read, validate, chunk and queue the whole input; check it is what was hashed."""
         with opener("rb") as raw:
             stream = _HashingReader(raw)
             limits = settings.limits
-            tokens = TokenReader(stream, str(path), max_token=limits.max_token_bytes,
+            tokens = TokenReader(stream, name, max_token=limits.max_token_bytes,
                                  max_bytes=limits.max_file_bytes)  # fmt: skip
             on_invalid = (lambda e: self.invalid.append(str(e))) if self.keep_going else None
             batches = read_batches(self.problem, tokens, on_invalid=on_invalid)

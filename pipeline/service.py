@@ -67,11 +67,13 @@ def cluster(settings: Settings, *, workers: bool = True) -> Iterator[Cluster]:
 @dataclass(frozen=True)
 class FileJob:
     """One input file and where its result goes: a file, a stream, or None (stdout). A
-    `source` reads an input that is still arriving (an upload), in this process."""
+    `source` reads an input that is still arriving (an upload), in this process; messages
+    call the input `name` (default: its path)."""
 
     input: Path
     output: Path | TextIO | None
     source: producer.Source | None = field(default=None, compare=False)
+    name: str | None = None
 
 
 @dataclass(frozen=True)
@@ -188,6 +190,7 @@ class _SolveRun:
                 window=c.settings.chunk.window, keep_going=self.keep_going,
                 lane=producer.choose_lane(item.input, c.settings, self.lane),
                 on_cases=self.progress.add_total, on_progress=on_progress, source=item.source,
+                name=item.name,
             )  # fmt: skip
 
         return producer.retry_when_lost(submit, item.input, self.report)

@@ -4,63 +4,33 @@ they never read an input themselves."""
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
 import json
 import logging
 import time
 import uuid
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import redis
-import redis.asyncio
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
-from starlette.requests import ClientDisconnect, Request
+from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from pipeline import keys
-from pipeline.config import LANES, Settings, lane_queue
-from pipeline.errors import UsageError
-from pipeline.jobstore import JobStore
-from pipeline.producer import job_id_for
-from pipeline.registry import get_problem
+from pipeline.config import LANES, lane_queue
 from pipeline.server import metrics, openapi
-from pipeline.server.auth import Caller, Tokens
-from pipeline.server.records import FINISHED, Records, is_event_token, read_events
-from pipeline.server.runners import RunnerPool, Upload, deliver_batch, public
-from pipeline.server.spool import BadUpload, Received, Spool, TooLarge
+from pipeline.server.auth import Caller
+from pipeline.server.context import ApiError, Service, job_id_of, job_view, record_of
+from pipeline.server.records import FINISHED, is_event_token, read_events
+from pipeline.server.runners import deliver_batch
+from pipeline.server.uploads import upload
 from pipeline.server.webhooks import CallbackRefused, check_callback
 
 log = logging.getLogger("gamebatch.server")
 EVENT_WAIT_MS = 15_000  # a comment line keeps an idle event stream open this often
-_JOB_PARAMS = ("problem", "lane", "keep_going", "callback_url", "name")
 _EVERY_SCOPE = Caller("anyone", frozenset({"submit", "read", "admin"}))
-
-
-class ApiError(HTTPException):
-    """An error answered as `{"error": ...}` with its status."""
-
-    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
-        super().__init__(status, message, headers)
-
-
-@dataclass
-class Service:
-    """What the routes share: settings, stores, spool and runners."""
-
-    settings: Settings
-    tokens: Tokens
-    records: Records
-    store: JobStore
-    events: Any  # a redis.asyncio client (event stream reads block, off the event loop)
-    spool: Spool
-    runners: RunnerPool
-    workers: Any  # () -> names of live workers (cached by the caller)
 
 
 def create_app(service: Service) -> Starlette:
@@ -69,7 +39,7 @@ def create_app(service: Service) -> Starlette:
         Route("/healthz", _guard(service, None, _healthz), methods=["GET"]),
         Route("/metrics", _guard(service, "admin", _metrics), methods=["GET"]),
         Route("/v1/openapi.json", _guard(service, "read", _openapi), methods=["GET"]),
-        Route("/v1/jobs", _guard(service, "submit", _upload), methods=["PUT", "POST"]),
+        Route("/v1/jobs", _guard(service, "submit", upload), methods=["PUT", "POST"]),
         Route("/v1/jobs", _guard(service, "read", _list), methods=["GET"]),
         Route("/v1/jobs/{job}", _guard(service, "read", _show), methods=["GET"]),
         Route("/v1/jobs/{job}", _guard(service, "submit", _cancel), methods=["DELETE"]),
@@ -151,238 +121,12 @@ async def _openapi(service: Service, request: Request, caller: Caller) -> Respon
 # ---- jobs
 
 
-def _job_params(values: dict[str, str]) -> dict[str, str]:
-    """The upload's parameters, checked before a byte of the body is read."""
-    unknown = sorted(set(values) - set(_JOB_PARAMS))
-    if unknown:
-        raise ApiError(400, f"unknown parameter {unknown[0]!r} (known: {', '.join(_JOB_PARAMS)})")
-    if "problem" not in values:
-        raise ApiError(400, "the parameter 'problem' is required")
-    try:
-        get_problem(values["problem"])
-    except UsageError as exc:
-        raise ApiError(400, str(exc)) from None
-    lane = values.get("lane", "auto")
-    if lane not in ("auto", *LANES):
-        raise ApiError(400, f"lane must be auto, {' or '.join(LANES)}")
-    keep_going = values.get("keep_going", "0").lower()
-    if keep_going not in ("0", "1", "true", "false"):
-        raise ApiError(400, "keep_going must be 0 or 1")
-    name = values.get("name", "")
-    if len(name) > 255 or any(ch in name for ch in "/\0\n\r"):
-        raise ApiError(400, "name must be a file name (no '/', at most 255 characters)")
-    return {**values, "lane": lane, "keep_going": "1" if keep_going in ("1", "true") else "0"}
-
-
-async def _upload(service: Service, request: Request, caller: Caller) -> Response:
-    params = _job_params(dict(request.query_params))
-    if params.get("callback_url"):
-        try:
-            check_callback(params["callback_url"], service.settings.server)
-        except CallbackRefused as exc:
-            raise ApiError(422, str(exc)) from None
-    if await run_in_threadpool(service.records.pending_count) >= (
-        service.settings.server.max_pending_jobs
-    ):
-        raise ApiError(503, "too many unfinished jobs; try again later", {"Retry-After": "5"})
-    announced = _announced_digest(request.headers.get("content-digest"))
-    if announced is not None and request.method == "PUT":
-        return await _upload_in_place(service, request, params, announced, caller)
-    received = await _receive(service, request)
-    try:
-        fields = {k: v for k, v in received.fields.items() if k in _JOB_PARAMS}
-        params = _job_params({**fields, **params}) if fields else params
-        return await run_in_threadpool(_open_job, service, params, received, caller)
-    finally:
-        service.spool.discard(received.path)  # kept by now, or not wanted
-
-
-def _announced_digest(header: str | None) -> str | None:
-    """The SHA-256 a `Content-Digest: sha-256=:BASE64:` header (RFC 9530) announces."""
-    for item in (header or "").split(","):
-        algorithm, _, value = item.strip().partition("=")
-        if algorithm.strip().lower() != "sha-256":
-            continue  # other algorithms are not used
-        value = value.strip()
-        try:
-            digest = base64.b64decode(value[1:-1], validate=True)
-        except binascii.Error:
-            digest = b""
-        if len(digest) != 32 or not (value.startswith(":") and value.endswith(":")):
-            raise ApiError(400, "Content-Digest must be sha-256=:<base64 of 32 bytes>:")
-        return digest.hex()
-    return None
-
-
-async def _upload_in_place(
-    service: Service, request: Request, params: dict[str, str], announced: str, caller: Caller
-) -> Response:
-    """A raw upload that announced its SHA-256: the job is known before the body arrives, so a
-    runner reads the input while it is still uploaded. A body that is not what it announced
-    is refused and leaves no job."""
-    limit = service.settings.limits.max_upload_bytes
-    _check_length(request, limit)
-    _check_raw(request)
-    problem = get_problem(params["problem"])
-    job_id = job_id_for(problem, announced) + ("-keep-going" if params["keep_going"] == "1" else "")
-    length = request.headers.get("content-length", "")
-    lane = params["lane"]
-    if lane == "auto":  # decided here: the file is still growing (unknown length: bulk)
-        small = length.isdigit() and int(length) <= service.settings.interactive_max_bytes
-        lane = "interactive" if small else "bulk"
-    name = params.get("name") or f"{job_id}.in"
-    fields = _fields(problem.name, name, {**params, "lane": lane}, caller, size=length,
-                     uploaded="0")  # fmt: skip
-    opened, record = await run_in_threadpool(_open_record, service, job_id, fields)
-    if not opened:
-        async for _ in request.stream():  # the same content is known: the body is not needed
-            pass
-        return JSONResponse(_job_body(service, record), 200)
-    spool = service.spool
-    spool.discard_input(job_id)
-    spool.input(job_id).touch(mode=0o600)
-    token = await run_in_threadpool(service.records.event, "created", job_id,
-                                    {"problem": problem.name, "name": name})  # fmt: skip
-    service.runners.submit(Upload(job_id, problem.name, name, params["keep_going"] == "1", lane,
-                                  params.get("callback_url") or None, announced))  # fmt: skip
-    try:
-        received = await _receive(service, request, into=spool.input(job_id))
-        if received.sha256 != announced:
-            raise ApiError(400, "the body's SHA-256 is not the one its Content-Digest announced")
-    except BaseException:
-        spool.mark(spool.broken(job_id))  # the runner's producer drops what it read
-        await run_in_threadpool(service.records.forget, job_id)
-        raise
-    await run_in_threadpool(lambda: service.records.update(job_id, uploaded="1",
-                                                           size=received.size))  # fmt: skip
-    spool.mark(spool.arrived(job_id))
-    body = _job_body(service, await run_in_threadpool(_record, service, job_id))
-    body["links"]["events"] = f"/v1/events?since={token}"
-    return JSONResponse(body, 201, headers={"Location": f"/v1/jobs/{job_id}"})
-
-
-def _open_record(
-    service: Service, job_id: str, fields: dict[str, str]
-) -> tuple[bool, dict[str, str]]:
-    existing = service.records.get(job_id)
-    stale = existing is not None and existing.get("state") == "done" and not (
-        service.spool.result(job_id).exists())  # fmt: skip
-    opened = service.records.open(job_id, fields, replace_done=stale)
-    return opened, service.records.get(job_id) or {}
-
-
-def _fields(
-    problem: str, name: str, params: dict[str, str], caller: Caller, *, size: str, uploaded: str
-) -> dict[str, str]:
-    return {
-        "problem": problem, "name": name, "size": size, "lane": params["lane"],
-        "keep_going": params["keep_going"], "callback_url": params.get("callback_url", ""),
-        "owner": caller.name, "uploaded": uploaded,
-    }  # fmt: skip
-
-
-def _check_length(request: Request, limit: int) -> None:
-    declared = request.headers.get("content-length")
-    if declared and declared.isdigit() and int(declared) > limit:
-        raise ApiError(413, f"the upload is larger than limits.max_upload_bytes ({limit})")
-
-
-def _check_raw(request: Request) -> None:
-    if request.headers.get("content-type", "").startswith(("multipart/", "application/json")):
-        raise ApiError(415, "PUT takes the raw file as the body (multipart: use POST)")
-
-
-async def _receive(service: Service, request: Request, into: Path | None = None) -> Received:
-    limit = service.settings.limits.max_upload_bytes
-    _check_length(request, limit)
-    content_type = request.headers.get("content-type", "")
-    try:
-        if request.method == "POST":
-            if not content_type.startswith("multipart/form-data"):
-                raise ApiError(415, "POST takes multipart/form-data (PUT takes the raw file)")
-            received = await service.spool.receive_form(request.stream(), content_type, limit)
-        else:
-            _check_raw(request)
-            received = await service.spool.receive(request.stream(), limit, into=into)
-    except TooLarge as exc:
-        raise ApiError(413, str(exc)) from None
-    except BadUpload as exc:
-        raise ApiError(400, str(exc)) from None
-    except ClientDisconnect:
-        raise ApiError(400, "the client went away during the upload") from None
-    metrics.UPLOADED.inc(received.size)
-    return received
-
-
-def _open_job(
-    service: Service, params: dict[str, str], received: Received, caller: Caller
-) -> Response:
-    problem = get_problem(params["problem"])
-    keep_going = params["keep_going"] == "1"
-    job_id = job_id_for(problem, received.sha256) + ("-keep-going" if keep_going else "")
-    name = params.get("name") or _file_name(received.filename) or f"{job_id}.in"
-    fields = _fields(problem.name, name, params, caller, size=str(received.size), uploaded="1")
-    opened, record = _open_record(service, job_id, fields)
-    if not opened:
-        return JSONResponse(_job_body(service, record), 200)
-    service.spool.keep(received, job_id)
-    token = service.records.event("created", job_id, {"problem": problem.name, "name": name})
-    service.runners.submit(Upload(job_id, problem.name, name, keep_going, params["lane"],
-                                  params.get("callback_url") or None))  # fmt: skip
-    body = _job_body(service, service.records.get(job_id) or {})
-    body["links"]["events"] = f"/v1/events?since={token}"
-    return JSONResponse(body, 201, headers={"Location": f"/v1/jobs/{job_id}"})
-
-
-def _file_name(filename: str | None) -> str:
-    """The last part of a browser's file name, if it is a usable one."""
-    base = (filename or "").replace("\\", "/").rsplit("/", 1)[-1]
-    return base if base and len(base) <= 255 and "\0" not in base and "\n" not in base else ""
-
-
-def _job_body(service: Service, record: dict[str, str]) -> dict[str, Any]:
-    """A job as clients see it: its record, live counters while it runs, and links."""
-    body = public(record)
-    job_id = record.get("id", "")
-    body.pop("error", None)
-    body["errors"] = [record["error"]] if record.get("error") else []
-    if record.get("state") in ("producing", "running"):
-        counters = service.store.progress(job_id)
-        if counters is not None:
-            live = counters.as_dict()
-            body.update(done=live["done"], total=live["total"], chunks=live["chunks"])
-            if live["state"] in ("running", "complete"):
-                body["state"] = live["state"]
-            body["errors"] += [f"chunk {k}: {v}" for k, v in live["failures"].items()][:10]
-    elif record.get("state") == "done":
-        body["done"] = body.get("total")
-    base = f"/v1/jobs/{job_id}"
-    body["links"] = {"self": base, "result": f"{base}/result", "events": "/v1/events"}
-    if record.get("keep_going") == "1":
-        body["links"]["errors"] = f"{base}/errors"
-    return body
-
-
-def _job_id(request: Request) -> str:
-    job_id = str(request.path_params["job"])
-    if not keys.is_job_id(job_id):
-        raise ApiError(404, "not a job id (they look like strgame-<24 hex digits>)")
-    return job_id
-
-
-def _record(service: Service, job_id: str) -> dict[str, str]:
-    record = service.records.get(job_id)
-    if record is None:
-        raise ApiError(404, f"no job {job_id}")
-    return record
-
-
 async def _show(service: Service, request: Request, caller: Caller) -> Response:
-    job_id = _job_id(request)
+    job_id = job_id_of(request)
 
     def show() -> dict[str, Any]:
         since = service.records.last_event()  # read first: later changes come after it
-        return {**_job_body(service, _record(service, job_id)), "events_since": since}
+        return {**job_view(service, record_of(service, job_id)), "events_since": since}
 
     return JSONResponse(await run_in_threadpool(show))
 
@@ -397,16 +141,16 @@ async def _list(service: Service, request: Request, caller: Caller) -> Response:
     if not 1 <= limit <= 500:
         raise ApiError(400, "limit must be from 1 to 500")
     records, after = await run_in_threadpool(service.records.page, limit, before)
-    body: dict[str, Any] = {"jobs": [_job_body(service, r) for r in records]}
+    body: dict[str, Any] = {"jobs": [job_view(service, r) for r in records]}
     body["next"] = f"/v1/jobs?limit={limit}&cursor={after!r}" if after is not None else None
     return JSONResponse(body)
 
 
 async def _cancel(service: Service, request: Request, caller: Caller) -> Response:
-    job_id = _job_id(request)
+    job_id = job_id_of(request)
 
     def cancel() -> dict[str, Any]:
-        record = _record(service, job_id)
+        record = record_of(service, job_id)
         if "admin" not in caller.scopes and record.get("owner") != caller.name:
             raise ApiError(403, "only the job's owner or an admin token may cancel it")
         if record.get("state") in FINISHED:
@@ -414,14 +158,14 @@ async def _cancel(service: Service, request: Request, caller: Caller) -> Respons
         service.records.finish(job_id, "cancelled")
         service.store.cancel(job_id, service.settings.result_ttl)
         service.records.event("cancelled", job_id, {})
-        return _job_body(service, _record(service, job_id))
+        return job_view(service, record_of(service, job_id))
 
     return JSONResponse(await run_in_threadpool(cancel))
 
 
 async def _result(service: Service, request: Request, caller: Caller) -> Response:
-    job_id = _job_id(request)
-    record = await run_in_threadpool(_record, service, job_id)
+    job_id = job_id_of(request)
+    record = await run_in_threadpool(record_of, service, job_id)
     path = service.spool.result(job_id)
     if record.get("state") != "done" or not path.exists():
         state = record.get("state") if record.get("state") != "done" else "expired"
@@ -438,8 +182,8 @@ async def _result(service: Service, request: Request, caller: Caller) -> Respons
 
 
 async def _errors(service: Service, request: Request, caller: Caller) -> Response:
-    job_id = _job_id(request)
-    record = await run_in_threadpool(_record, service, job_id)
+    job_id = job_id_of(request)
+    record = await run_in_threadpool(record_of, service, job_id)
     if record.get("keep_going") != "1":
         raise ApiError(404, f"job {job_id} is not a keep-going job")
     if record.get("state") != "done":

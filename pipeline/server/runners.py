@@ -136,7 +136,7 @@ def _solve(
     outcome = service.run(
         settings,
         get_problem(upload.problem),
-        [service.FileJob(source, spool.result(job_id), arriving)],
+        [service.FileJob(source, spool.result(job_id), arriving, upload.name)],
         lambda line: log.info("%s: %s", job_id, line),
         quiet=True,
         keep_going=upload.keep_going,
@@ -144,8 +144,7 @@ def _solve(
         progress=progress,
     )[0]
     if outcome.error:
-        message = outcome.error.removeprefix("error: ").replace(str(source), upload.name)
-        return "failed", {"error": message, "exit_code": 2}
+        return "failed", {"error": outcome.error.removeprefix("error: "), "exit_code": 2}
     result = spool.result(job_id)
     with result.open("rb") as stream:
         sha = hashlib.file_digest(stream, "sha256").hexdigest()

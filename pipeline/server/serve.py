@@ -19,8 +19,9 @@ from pipeline import service
 from pipeline.config import Settings, TokenSetting, default_state_dir
 from pipeline.errors import UsageError
 from pipeline.jobstore import connect
-from pipeline.server.app import Service, create_app
+from pipeline.server.app import create_app
 from pipeline.server.auth import Tokens
+from pipeline.server.context import Service
 from pipeline.server.records import Records
 from pipeline.server.runners import RunnerPool, Upload
 from pipeline.server.spool import Spool

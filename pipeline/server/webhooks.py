@@ -71,34 +71,18 @@ def deliver(
     """POST the payload, signed, retrying with doubling pauses; `on_attempt` gets the delivery
     state after every try. Whether the receiver accepted it (a 2xx)."""
     body = json.dumps({"event": event, **payload}, separators=(",", ":")).encode()
-    delivery = str(uuid.uuid4())
+    state: dict[str, Any] = {"state": "pending", "attempts": 0, "delivery": str(uuid.uuid4())}
     pause = 1.0
-    state: dict[str, Any] = {"state": "pending", "attempts": 0, "delivery": delivery}
     for attempt in range(1, settings.webhook_attempts + 1):
         state["attempts"] = attempt
         try:
-            parts = urlsplit(url)
-            port = parts.port or (443 if parts.scheme == "https" else 80)
-            check_addresses(parts.hostname or "", port, settings)
-            headers = {
-                "Content-Type": "application/json",
-                "Gamebatch-Event": event,
-                "Gamebatch-Delivery": delivery,
-                SIGNATURE_HEADER: signature(settings.webhook_secret or "", int(time.time()), body),
-            }
-            response = httpx.post(
-                url,
-                content=body,
-                headers=headers,
-                timeout=settings.webhook_timeout,
-                follow_redirects=False,
-            )
-            state["status"] = response.status_code
-            if 200 <= response.status_code < 300:
+            status = _post(url, event, body, state["delivery"], settings)
+            state["status"] = status
+            if 200 <= status < 300:
                 state["state"] = "delivered"
                 on_attempt(state)
                 return True
-            state["error"] = f"HTTP {response.status_code}"
+            state["error"] = f"HTTP {status}"
         except CallbackRefused as exc:
             state.update(state="failed", error=str(exc))
             on_attempt(state)
@@ -112,3 +96,19 @@ def deliver(
             sleep(pause)
             pause = min(pause * 2, _MAX_PAUSE)
     return False
+
+
+def _post(url: str, event: str, body: bytes, delivery: str, settings: ServerSettings) -> int:
+    """One signed delivery (addresses checked first); the receiver's status."""
+    parts = urlsplit(url)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    check_addresses(parts.hostname or "", port, settings)
+    headers = {
+        "Content-Type": "application/json",
+        "Gamebatch-Event": event,
+        "Gamebatch-Delivery": delivery,
+        SIGNATURE_HEADER: signature(settings.webhook_secret or "", int(time.time()), body),
+    }
+    response = httpx.post(url, content=body, headers=headers, timeout=settings.webhook_timeout,
+                          follow_redirects=False)  # fmt: skip
+    return response.status_code

@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 import yaml
 
+from pipeline.client import parse_events
 from pipeline.local.children import terminate
 from pipeline.local.redis_server import free_port
 from pipeline.server.auth import digest
@@ -92,15 +93,8 @@ def events(client: httpx.Client, since: str, job: str | None = None) -> Iterator
     with client.stream("GET", "/v1/events", params=params) as response:
         assert response.status_code == 200, response.read()
         assert response.headers["content-type"].startswith("text/event-stream")
-        token, data = since, ""
-        for line in response.iter_lines():
-            if line.startswith("id:"):
-                token = line[3:].strip()
-            elif line.startswith("data:"):
-                data = line[5:].strip()
-            elif not line and data:
-                yield {"id": token, **json.loads(data)}
-                data = ""
+        for token, data in parse_events(response.iter_lines(), since):
+            yield {"id": token, **json.loads(data)}
 
 
 def wait_until_ended(client: httpx.Client, job: str, timeout: float = 120) -> dict[str, Any]:

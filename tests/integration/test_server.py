@@ -6,6 +6,8 @@ import base64
 import hashlib
 import hmac
 import json
+import os
+import signal
 import socket
 import subprocess
 import sys
@@ -345,11 +347,15 @@ def test_a_server_killed_while_producing_resumes_the_job_on_restart(
 def test_cancel_stops_a_job_and_keeps_it_cancelled(
     tmp_path: Path, redis_server: RedisServer
 ) -> None:
-    running = Server(tmp_path, redis_server.url).start(wait_healthy=False)  # no workers
+    running = Server(tmp_path, redis_server.url, server={"max_pending_jobs": 1}).start(
+        wait_healthy=False)  # no workers  # fmt: skip
     try:
         with running.client() as http:
             job = http.put("/v1/jobs", params={"problem": "strgame"},
                            content=_text(STRGAME, 50).encode()).json()["id"]  # fmt: skip
+            full = http.put("/v1/jobs", params={"problem": "strgame"},
+                            content=_text(STRGAME, 5).encode())  # fmt: skip
+            assert "unfinished" in _json_error(full, 503) and full.headers["retry-after"]
             with running.client("reader") as reader:
                 _json_error(reader.delete(f"/v1/jobs/{job}"), 403)
             cancelled = http.delete(f"/v1/jobs/{job}")
@@ -449,3 +455,44 @@ def test_a_body_that_is_not_its_announced_digest_leaves_no_job(
         assert time.monotonic() < deadline, (left(), list((server.spool / "inputs").iterdir()))
         time.sleep(0.05)
     store.close()
+
+
+def test_keep_going_jobs_list_their_invalid_cases_by_the_uploaded_name(server: Server) -> None:
+    good = _text(STRGAME, 4, seed=41).splitlines(keepends=True)
+    text = "".join(good[:1]) + "1 x\nab\n" + "".join(good[1:])  # a K that is no number
+    text = text.replace(good[0], "5\n", 1)
+    with server.client() as http:
+        params = {"problem": "strgame", "keep_going": 1, "name": "mixed.in"}
+        job = http.put("/v1/jobs", params=params, content=text.encode()).json()
+        assert job["id"].endswith("-keep-going")
+        ended = wait_until_ended(http, job["id"])
+        assert (ended["state"], ended["invalid"], ended["total"]) == ("done", 1, 5), ended
+        result = http.get(f"/v1/jobs/{job['id']}/result").text.splitlines()
+        assert result[0] == "INVALID" and len(result) == 5
+        errors = http.get(ended["links"]["errors"]).text.splitlines()
+        assert len(errors) == 1 and errors[0].startswith("mixed.in:2: case 1:"), errors
+
+
+def test_a_worker_killed_during_an_http_job_is_recovered_from(
+    tmp_path: Path, redis_server: RedisServer, workers: Workers
+) -> None:
+    first = workers.start(concurrency=1, GAMEBATCH_LEASE_SECONDS="2")
+    running = Server(tmp_path, redis_server.url, chunk={"max_cases": 100}, lease_seconds=2,
+                     stall_seconds=3).start()  # fmt: skip
+    text = _text(STRGAME, 3000, size=200, seed=51)
+    try:
+        with running.client() as http:
+            job = http.put("/v1/jobs", params={"problem": "strgame"},
+                           content=text.encode()).json()["id"]  # fmt: skip
+            deadline = time.monotonic() + 30
+            while not (http.get(f"/v1/jobs/{job}").json().get("done") or 0) > 0:
+                assert time.monotonic() < deadline
+                time.sleep(0.02)
+            os.killpg(first.pid, signal.SIGKILL)  # the worker and its pool, mid-job
+            first.wait(10)
+            workers.start(concurrency=2, GAMEBATCH_LEASE_SECONDS="2")
+            ended = wait_until_ended(http, job, timeout=180)
+            assert ended["state"] == "done", ended
+            assert http.get(f"/v1/jobs/{job}/result").text == answers(STRGAME, text)
+    finally:
+        running.stop()

@@ -1,0 +1,76 @@
+"""What the routes of the HTTP service share: the service's parts, API errors, and a job
+as clients see it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+
+from pipeline import keys
+from pipeline.config import Settings
+from pipeline.jobstore import JobStore
+from pipeline.server.auth import Tokens
+from pipeline.server.records import Records
+from pipeline.server.runners import RunnerPool, public
+from pipeline.server.spool import Spool
+
+
+class ApiError(HTTPException):
+    """An error answered as `{"error": ...}` with its status."""
+
+    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
+        super().__init__(status, message, headers)
+
+
+@dataclass
+class Service:
+    """What the routes share: settings, stores, spool and runners."""
+
+    settings: Settings
+    tokens: Tokens
+    records: Records
+    store: JobStore
+    events: Any  # a redis.asyncio client (event stream reads block, off the event loop)
+    spool: Spool
+    runners: RunnerPool
+    workers: Any  # () -> names of live workers (cached by the caller)
+
+
+def job_view(service: Service, record: dict[str, str]) -> dict[str, Any]:
+    """A job as clients see it: its record, live counters while it runs, and links."""
+    body = public(record)
+    job_id = record.get("id", "")
+    body.pop("error", None)
+    body["errors"] = [record["error"]] if record.get("error") else []
+    if record.get("state") in ("producing", "running"):
+        counters = service.store.progress(job_id)
+        if counters is not None:
+            live = counters.as_dict()
+            body.update(done=live["done"], total=live["total"], chunks=live["chunks"])
+            if live["state"] in ("running", "complete"):
+                body["state"] = live["state"]
+            body["errors"] += [f"chunk {k}: {v}" for k, v in live["failures"].items()][:10]
+    elif record.get("state") == "done":
+        body["done"] = body.get("total")
+    base = f"/v1/jobs/{job_id}"
+    body["links"] = {"self": base, "result": f"{base}/result", "events": "/v1/events"}
+    if record.get("keep_going") == "1":
+        body["links"]["errors"] = f"{base}/errors"
+    return body
+
+
+def job_id_of(request: Request) -> str:
+    job_id = str(request.path_params["job"])
+    if not keys.is_job_id(job_id):
+        raise ApiError(404, "not a job id (they look like strgame-<24 hex digits>)")
+    return job_id
+
+
+def record_of(service: Service, job_id: str) -> dict[str, str]:
+    record = service.records.get(job_id)
+    if record is None:
+        raise ApiError(404, f"no job {job_id}")
+    return record
