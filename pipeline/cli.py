@@ -152,6 +152,7 @@ def _grading_commands(sub: Any) -> None:
     p.add_argument("--junit", type=Path, metavar="REPORT", help="write a JUnit XML report")
     p.add_argument("--ignore-case", action="store_true", help="accept answers in any case")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress display")
+    _server_options(p)
 
     p = _command(sub, "diff", "list the cases whose verdict changed between two JSON reports")
     p.add_argument("old", type=Path, metavar="REPORT_A")
@@ -479,6 +480,7 @@ def _cmd_grade(args: argparse.Namespace) -> int:
     from pipeline.registry import get_problem
     from pipeline.scoring import load_scoring
 
+    url = _remote(args)
     settings = _settings(args, need_broker=False)
     problem = get_problem(args.problem)
     bulk = args.tests is not None or args.submissions is not None
@@ -489,9 +491,13 @@ def _cmd_grade(args: argparse.Namespace) -> int:
     scoring = load_scoring(args.scoring) if args.scoring else Scoring()
     for note in notes:
         _err(f"warning: {escape.terminal(note)}")
+    if url:
+        from pipeline import remote
+
+        solver = remote.grade_solver(args, url)
     run = grade_service.grade(
         settings, problem, tests, subs, scoring=scoring, ignore_case=args.ignore_case,
-        quiet=args.quiet,
+        quiet=args.quiet, solver=solver if url else None,
     )  # fmt: skip
     sys.stdout.write(grade_service.summary(problem, tests, run, standings=bulk))
     outputs.write(problem, tests, run)

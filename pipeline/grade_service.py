@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -106,16 +106,30 @@ def summary(problem: Problem, tests: list[Test], run: GradeRun, *, standings: bo
     return text
 
 
+Solver = Callable[[list["Test"]], list[tuple[list[str], bool]]]
+"""Answers of tests without answer files, each with whether it was computed now (else cached)."""
+
+
 def reference_answers(
-    settings: Settings, problem: Problem, tests: list[Test], quiet: bool
-) -> tuple[dict[str, list[str]], dict[str, bool | None]]:
-    """Answers of every test: from its answer file, else solved (or found cached) by the
-    same orchestration as `solve`."""
+    settings: Settings, problem: Problem, tests: list[Test], quiet: bool,
+    solver: Solver | None = None,
+) -> tuple[dict[str, list[str]], dict[str, bool | None]]:  # fmt: skip
+    """Answers of every test: from its answer file, else from `solver` (default: solved, or
+    found cached, by the same orchestration as `solve`)."""
     answers = {t.name: _read_answers(problem, t.answers) for t in tests if t.answers}
     todo = [t for t in tests if t.answers is None]
     solved: dict[str, bool | None] = dict.fromkeys(answers)
     if not todo:
         return answers, solved
+    found = (solver or (lambda todo: _solve_here(settings, problem, todo, quiet)))(todo)
+    for test, (lines, computed) in zip(todo, found, strict=True):
+        answers[test.name], solved[test.name] = lines, computed
+    return answers, solved
+
+
+def _solve_here(
+    settings: Settings, problem: Problem, todo: list[Test], quiet: bool
+) -> list[tuple[list[str], bool]]:
     texts = {t.name: io.StringIO() for t in todo}
     errors: list[str] = []
     outcomes = service.run(
@@ -124,11 +138,11 @@ def reference_answers(
     )  # fmt: skip
     if errors:
         raise Refused(errors[0].removeprefix("error: "))  # one line: the first bad test
+    found = []
     for test, outcome in zip(todo, outcomes, strict=True):
         assert outcome.job is not None
-        answers[test.name] = texts[test.name].getvalue().splitlines()
-        solved[test.name] = outcome.job.queued > 0
-    return answers, solved
+        found.append((texts[test.name].getvalue().splitlines(), outcome.job.queued > 0))
+    return found
 
 
 def _read_answers(problem: Problem, path: Path) -> list[str]:
@@ -155,9 +169,10 @@ def grade(
     scoring: Scoring,
     ignore_case: bool,
     quiet: bool = False,
+    solver: Solver | None = None,
 ) -> GradeRun:
     """Verdicts of every submission against the answers of its test."""
-    answers, solved = reference_answers(settings, problem, tests, quiet)
+    answers, solved = reference_answers(settings, problem, tests, quiet, solver)
     results = []
     for sub in submissions:
         expected = answers[sub.test]

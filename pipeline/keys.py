@@ -24,6 +24,7 @@ gb:api:jobs               zset   uploaded job ids by upload time (the listing's 
 gb:api:pending:{server}   set    jobs a server instance still has to finish (its spool holds
                                  their input)
 gb:api:batch:{batch}      hash   a batch callback: its jobs and delivery state
+gb:api:solved             string cases of uploaded jobs that ended done (for /metrics)
 gb:api:events             stream job events of the HTTP service (created, progress, done,
                                  failed, cancelled), capped; stream ids are the resume tokens
 
@@ -105,6 +106,7 @@ def table(name: str) -> str:
 
 API_JOBS = f"{PREFIX}:api:jobs"
 API_EVENTS = f"{PREFIX}:api:events"
+API_SOLVED = f"{PREFIX}:api:solved"
 
 
 def api_job(job_id: str) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import io
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -118,3 +119,26 @@ def _invalid_status(
         raise GamebatchError(message.removeprefix("error: "))
     report(message)
     return 2
+
+
+def grade_solver(args: argparse.Namespace, url: str) -> Callable[[list[Any]], list[Any]]:
+    """The answers of `grade`'s tests from the server: each test input uploaded (a known one
+    is answered from its earlier job) and its result downloaded."""
+
+    def solve(tests: list[Any]) -> list[tuple[list[str], bool]]:
+        client = _client(args, url)
+        progress = ProgressBar("answers", enabled=not args.quiet)
+        found = []
+        try:
+            for test in tests:
+                job = client.upload(test.input, args.problem, lane="auto", keep_going=False)
+                computed = job["state"] != "done"
+                text = io.StringIO()
+                client.download(ended_well(client.follow(job, progress), test.input), text)
+                found.append((text.getvalue().splitlines(), computed))
+        finally:
+            progress.close()
+            client.close()
+        return found
+
+    return solve

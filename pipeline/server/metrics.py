@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -38,18 +38,11 @@ class _Live:
         if self.records is None or self.store is None:
             return
         jobs = GaugeMetricFamily("gamebatch_jobs", "Uploaded jobs by state", labels=["state"])
-        solved = 0
         for state, count in sorted(self.records.count_by_state().items()):
             jobs.add_metric([state], count)
         yield jobs
-        for record in self.records.page(500, None)[0]:
-            if record.get("state") == "done":
-                solved += int(record.get("total", 0) or 0)
-        cases = GaugeMetricFamily(
-            "gamebatch_cases_solved", "Cases of the latest 500 uploaded jobs that are done"
-        )
-        cases.add_metric([], solved)
-        yield cases
+        yield CounterMetricFamily("gamebatch_cases_solved", "Cases of uploaded jobs that ended"
+                                  " done", value=self.records.solved())  # fmt: skip
         depth = GaugeMetricFamily(
             "gamebatch_queue_depth", "Chunk messages waiting per lane", labels=["queue"]
         )

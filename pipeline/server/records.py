@@ -62,8 +62,13 @@ class Records:
         the record is gone (an upload refused meanwhile): nothing is written then."""
         values = {**fields, "state": state, "finished": f"{time.time():.6f}"}
         flat = [str(part) for pair in values.items() for part in pair]
-        keys_ = [keys.api_job(job_id), keys.api_pending(self.server)]
-        return bool(self._finish(keys=keys_, args=[job_id, *flat]))
+        keys_ = [keys.api_job(job_id), keys.api_pending(self.server), keys.API_SOLVED]
+        solved = int(fields.get("total", 0) or 0) if state == "done" else 0
+        return bool(self._finish(keys=keys_, args=[job_id, solved, *flat]))
+
+    def solved(self) -> int:
+        """Cases of uploaded jobs that ended done, over the life of the cluster."""
+        return int(self.client.get(keys.API_SOLVED) or 0)
 
     def forget(self, job_id: str) -> None:
         """Remove a record that never became a job (an upload that was refused)."""

@@ -180,6 +180,22 @@ def test_a_client_that_goes_away_mid_upload_leaves_nothing(server: Server) -> No
     while list((server.spool / "uploads").iterdir()):
         assert time.monotonic() < deadline, "the half upload was kept"
         time.sleep(0.05)
+    with socket.create_connection(("127.0.0.1", server.port)) as raw:  # read while it arrives
+        raw.sendall(
+            f"PUT /v1/jobs?problem=strgame HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
+            f"{server.token}\r\nContent-Length: 3000000\r\nContent-Digest: "
+            f"{_digest(b'whatever')}\r\n\r\n".encode()
+            + b"3\n1 1\nab\n"
+            + b"a" * 500000
+        )
+        deadline = time.monotonic() + 10
+        while not list((server.spool / "inputs").iterdir()):
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+    deadline = time.monotonic() + 20
+    while list((server.spool / "inputs").iterdir()):
+        assert time.monotonic() < deadline, list((server.spool / "inputs").iterdir())
+        time.sleep(0.05)
     with server.client() as http:
         assert http.get("/v1/jobs").json()["jobs"] == []
 
@@ -263,11 +279,15 @@ def test_webhooks_are_signed_retried_and_one_per_batch(
 
 def test_health_metrics_and_the_openapi_document(server: Server) -> None:
     with server.client() as http:
-        http.put("/v1/jobs", params={"problem": "strgame"}, content=_text(STRGAME, 5).encode())
+        job = http.put("/v1/jobs", params={"problem": "strgame"},
+                       content=_text(STRGAME, 5).encode()).json()  # fmt: skip
+        assert wait_until_ended(http, job["id"])["state"] == "done"
         health = http.get("/healthz").json()
         assert health["redis"] == "ok" and health["workers"] >= 1
         metrics = http.get("/metrics")
         assert metrics.status_code == 200
+        assert 'gamebatch_jobs{state="done"} 1.0' in metrics.text
+        assert "gamebatch_cases_solved_total 5.0" in metrics.text
         for name in ("gamebatch_jobs", "gamebatch_queue_depth", "gamebatch_uploaded_bytes_total",
                      "gamebatch_request_seconds_bucket"):  # fmt: skip
             assert name in metrics.text
@@ -308,6 +328,19 @@ def test_client_mode_solves_submits_and_collects_over_http(server: Server, tmp_p
     assert refused.returncode == 2
     assert refused.stderr.startswith(f"gamebatch: error: {bad}:"), refused.stderr
     assert not (tmp_path / "b").exists()
+    right = tmp_path / "right.out"
+    right.write_text(answers(STRGAME, text))
+    wrong = tmp_path / "wrong.out"
+    lines = answers(STRGAME, text).splitlines()
+    wrong.write_text("\n".join(["Dirty" if lines[0] == "Pure" else "Pure", *lines[1:]]) + "\n")
+    graded = gamebatch("grade", "-q", "-p", "strgame", str(source), str(right), *token)
+    assert graded.returncode == 0, graded.stderr
+    graded = gamebatch("grade", "-q", "-p", "strgame", str(source), str(wrong), "--json",
+                       str(tmp_path / "g.json"), *token)  # fmt: skip
+    assert graded.returncode == 1, graded.stderr
+    report = json.loads((tmp_path / "g.json").read_text())
+    assert report["answers"] == [{"test": "in", "source": "cache"}]  # solved above, on the server
+    assert (report["scoreboard"][0]["accepted"], report["scoreboard"][0]["max_score"]) == (119, 120)
     no_token = gamebatch("status", job)
     assert no_token.returncode == 1 and "token" in no_token.stderr
     assert "Traceback" not in no_token.stderr
