@@ -37,6 +37,8 @@ class LimitSettings(Section):
     max_token_bytes: int = Field(1 << 26, gt=0)
     max_file_bytes: int = Field(0, ge=0)  # 0: no limit
     max_upload_bytes: int = Field(8 << 30, gt=0)  # one HTTP upload's body (`serve`)
+    max_archive_files: int = Field(100_000, gt=0)  # entries of a grading archive
+    max_archive_bytes: int = Field(16 << 30, gt=0)  # a grading archive, unpacked
 
 
 SCOPES = ("submit", "read", "admin")

@@ -21,8 +21,10 @@ gb:table:{name}           string shared tables (Grundy tables), computed once pe
 gb:api:job:{job}          hash   the HTTP service's record of an uploaded job: name as
                                  uploaded, state, error, result checksum, callback state
 gb:api:jobs               zset   uploaded job ids by upload time (the listing's order)
+gb:api:grading:{id}       hash   a grading of an uploaded archive: state, summary, error
+gb:api:gradings           zset   grading ids by upload time
 gb:api:pending:{server}   set    jobs a server instance still has to finish (its spool holds
-                                 their input)
+                                 their input); :grading for its gradings
 gb:api:batch:{batch}      hash   a batch callback: its jobs and delivery state
 gb:api:solved             string cases of uploaded jobs that ended done (for /metrics)
 gb:api:events             stream job events of the HTTP service (created, progress, done,
@@ -109,14 +111,24 @@ API_EVENTS = f"{PREFIX}:api:events"
 API_SOLVED = f"{PREFIX}:api:solved"
 
 
+def api_record(kind: str, record_id: str) -> str:
+    """The HTTP service's record of a job or a grading (`kind`: "job" or "grading")."""
+    return f"{PREFIX}:api:{kind}:{record_id}"
+
+
 def api_job(job_id: str) -> str:
     """The HTTP service's record of a job."""
-    return f"{PREFIX}:api:job:{job_id}"
+    return api_record("job", job_id)
 
 
-def api_pending(server: str) -> str:
-    """Jobs one server instance has yet to finish."""
-    return f"{PREFIX}:api:pending:{server}"
+def api_listing(kind: str) -> str:
+    """Records of one kind by upload time."""
+    return f"{PREFIX}:api:{kind}s"
+
+
+def api_pending(server: str, kind: str = "job") -> str:
+    """Jobs (or gradings) one server instance has yet to finish."""
+    return f"{PREFIX}:api:pending:{server}" + ("" if kind == "job" else f":{kind}")
 
 
 def api_batch(batch_id: str) -> str:

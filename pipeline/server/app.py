@@ -8,6 +8,7 @@ import json
 import logging
 import time
 import uuid
+from importlib import resources
 from typing import Any
 
 import redis
@@ -20,7 +21,8 @@ from starlette.routing import Route
 
 from pipeline import keys
 from pipeline.config import LANES, lane_queue
-from pipeline.server import metrics, openapi
+from pipeline.registry import registry
+from pipeline.server import gradings, metrics, openapi
 from pipeline.server.auth import Caller
 from pipeline.server.context import ApiError, Service, job_id_of, job_view, record_of
 from pipeline.server.records import FINISHED, is_event_token, read_events
@@ -35,8 +37,12 @@ _EVERY_SCOPE = Caller("anyone", frozenset({"submit", "read", "admin"}))
 
 def create_app(service: Service) -> Starlette:
     """The ASGI app of `gamebatch serve`."""
+    # fmt: off
     routes = [
+        Route("/", _page, methods=["GET"]),
+        Route("/static/{name}", _static, methods=["GET"]),
         Route("/healthz", _guard(service, None, _healthz), methods=["GET"]),
+        Route("/v1/problems", _guard(service, "read", _problems), methods=["GET"]),
         Route("/metrics", _guard(service, "admin", _metrics), methods=["GET"]),
         Route("/v1/openapi.json", _guard(service, "read", _openapi), methods=["GET"]),
         Route("/v1/jobs", _guard(service, "submit", upload), methods=["PUT", "POST"]),
@@ -48,7 +54,16 @@ def create_app(service: Service) -> Starlette:
         Route("/v1/batches", _guard(service, "submit", _open_batch), methods=["POST"]),
         Route("/v1/batches/{batch}", _guard(service, "read", _show_batch), methods=["GET"]),
         Route("/v1/events", _guard(service, "read", _events), methods=["GET"]),
+        Route("/v1/gradings", _guard(service, "submit", gradings.create), methods=["POST"]),
+        Route("/v1/gradings/{grading}", _guard(service, "read", gradings.show), methods=["GET"]),
+        Route("/v1/gradings/{grading}", _guard(service, "submit", gradings.cancel),
+              methods=["DELETE"]),
+        Route("/v1/gradings/{grading}/cases/{test}/{number}",
+              _guard(service, "read", gradings.case_input), methods=["GET"]),
+        Route("/v1/gradings/{grading}/{report}", _guard(service, "read", gradings.report),
+              methods=["GET"]),
     ]
+    # fmt: on
     app = Starlette(
         routes=routes, exception_handlers={HTTPException: _http_error, Exception: _internal_error}
     )
@@ -90,6 +105,32 @@ async def _internal_error(request: Request, exc: Exception) -> Response:
     )
 
 
+# ---- the web page (static: it holds no data, and talks to the API with the user's token)
+
+_STATIC = resources.files("pipeline.server") / "static"
+_ASSETS = {"app.js": "text/javascript", "app.css": "text/css"}
+_PAGE_HEADERS = {
+    "Content-Security-Policy": "default-src 'self'; script-src 'self'; style-src 'self';"
+    " img-src 'self' blob: data:; object-src 'none'; base-uri 'none'; frame-ancestors 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-cache",
+}
+
+
+async def _page(request: Request) -> Response:
+    body = (_STATIC / "index.html").read_bytes()
+    return Response(body, media_type="text/html; charset=utf-8", headers=_PAGE_HEADERS)
+
+
+async def _static(request: Request) -> Response:
+    name = str(request.path_params["name"])
+    if name not in _ASSETS:
+        raise ApiError(404, f"no file {name[:40]!r}")
+    return Response((_STATIC / name).read_bytes(), media_type=f"{_ASSETS[name]}; charset=utf-8",
+                    headers=_PAGE_HEADERS)  # fmt: skip
+
+
 # ---- health, metrics, schema
 
 
@@ -112,6 +153,10 @@ async def _metrics(service: Service, request: Request, caller: Caller) -> Respon
         [lane_queue(service.settings, lane) for lane in LANES],
     )
     return Response(body, media_type=metrics.CONTENT_TYPE)
+
+
+async def _problems(service: Service, request: Request, caller: Caller) -> Response:
+    return JSONResponse({"problems": sorted(registry())})
 
 
 async def _openapi(service: Service, request: Request, caller: Caller) -> Response:
@@ -140,8 +185,9 @@ async def _list(service: Service, request: Request, caller: Caller) -> Response:
         raise ApiError(400, "limit must be a whole number and cursor a number") from None
     if not 1 <= limit <= 500:
         raise ApiError(400, "limit must be from 1 to 500")
+    since = await run_in_threadpool(service.records.last_event)  # first: later changes follow
     records, after = await run_in_threadpool(service.records.page, limit, before)
-    body: dict[str, Any] = {"jobs": [job_view(service, r) for r in records]}
+    body: dict[str, Any] = {"jobs": [job_view(service, r) for r in records], "events_since": since}
     body["next"] = f"/v1/jobs?limit={limit}&cursor={after!r}" if after is not None else None
     return JSONResponse(body)
 

@@ -27,11 +27,21 @@ def is_event_token(text: str) -> bool:
 class Records:
     """Records of uploaded jobs; `server` names the instance whose spool holds their inputs."""
 
-    def __init__(self, client: redis.Redis, server: str) -> None:
+    def __init__(self, client: redis.Redis, server: str, kind: str = "job") -> None:
         self.client: Any = client  # bytes replies (redis-py's types cannot say so)
         self.server = server
+        self.kind = kind  # "job" or "grading": records of each kind live apart
+        self._listing = keys.api_listing(kind)
+        self._pending = keys.api_pending(server, kind)
         self._open = client.register_script(script("open_record"))
         self._finish = client.register_script(script("finish_record"))
+
+    def _key(self, record_id: str) -> str:
+        return keys.api_record(self.kind, record_id)
+
+    def of_kind(self, kind: str) -> Records:
+        """The records of another kind on the same connection."""
+        return Records(self.client, self.server, kind)
 
     def open(self, job_id: str, fields: dict[str, str], *, replace_done: bool = False) -> bool:
         """A new record (True), unless one of the same content stands (False)."""
@@ -44,25 +54,25 @@ class Records:
             "server": self.server,
         }
         flat = [part for pair in values.items() for part in pair]
-        keys_ = [keys.api_job(job_id), keys.API_JOBS, keys.api_pending(self.server)]
+        keys_ = [self._key(job_id), self._listing, self._pending]
         opened = self._open(keys=keys_, args=[now, job_id, int(replace_done), *flat])
         return bool(opened)
 
     def get(self, job_id: str) -> Record | None:
         """A job's record, or None."""
-        raw = self.client.hgetall(keys.api_job(job_id))
+        raw = self.client.hgetall(self._key(job_id))
         return {k.decode(): v.decode() for k, v in raw.items()} or None
 
     def update(self, job_id: str, **fields: str | int) -> None:
         """Change fields of an existing record."""
-        self.client.hset(keys.api_job(job_id), mapping={k: str(v) for k, v in fields.items()})
+        self.client.hset(self._key(job_id), mapping={k: str(v) for k, v in fields.items()})
 
     def finish(self, job_id: str, state: str, **fields: str | int) -> bool:
         """The job ended: its record says how, and the server no longer owes it. False when
         the record is gone (an upload refused meanwhile): nothing is written then."""
         values = {**fields, "state": state, "finished": f"{time.time():.6f}"}
         flat = [str(part) for pair in values.items() for part in pair]
-        keys_ = [keys.api_job(job_id), keys.api_pending(self.server), keys.API_SOLVED]
+        keys_ = [self._key(job_id), self._pending, keys.API_SOLVED]
         solved = int(fields.get("total", 0) or 0) if state == "done" else 0
         return bool(self._finish(keys=keys_, args=[job_id, solved, *flat]))
 
@@ -73,24 +83,24 @@ class Records:
     def forget(self, job_id: str) -> None:
         """Remove a record that never became a job (an upload that was refused)."""
         pipe = self.client.pipeline()
-        pipe.delete(keys.api_job(job_id))
-        pipe.zrem(keys.API_JOBS, job_id)
-        pipe.srem(keys.api_pending(self.server), job_id)
+        pipe.delete(self._key(job_id))
+        pipe.zrem(self._listing, job_id)
+        pipe.srem(self._pending, job_id)
         pipe.execute()
 
     def pending(self) -> list[str]:
         """Jobs this server has yet to finish (after a restart: to resume)."""
-        return sorted(m.decode() for m in self.client.smembers(keys.api_pending(self.server)))
+        return sorted(m.decode() for m in self.client.smembers(self._pending))
 
     def pending_count(self) -> int:
         """How many jobs this server has yet to finish."""
-        return int(self.client.scard(keys.api_pending(self.server)))
+        return int(self.client.scard(self._pending))
 
     def page(self, limit: int, before: float | None) -> tuple[list[Record], float | None]:
         """Records newest first, older than `before` (a cursor); the next page's cursor."""
         top = f"({before}" if before is not None else "+inf"
         rows = self.client.zrevrangebyscore(
-            keys.API_JOBS, top, "-inf", start=0, num=limit + 1, withscores=True
+            self._listing, top, "-inf", start=0, num=limit + 1, withscores=True
         )
         records = [r for member, _ in rows[:limit] if (r := self.get(member.decode()))]
         more = len(rows) > limit
@@ -100,8 +110,8 @@ class Records:
         """Jobs per state (for /metrics): one pass over the listing."""
         counts: dict[str, int] = {}
         pipe = self.client.pipeline()
-        for member in self.client.zrange(keys.API_JOBS, 0, -1):
-            pipe.hget(keys.api_job(member.decode()), "state")
+        for member in self.client.zrange(self._listing, 0, -1):
+            pipe.hget(self._key(member.decode()), "state")
         for state in pipe.execute():
             if state is not None:
                 counts[state.decode()] = counts.get(state.decode(), 0) + 1
@@ -133,7 +143,7 @@ class Records:
             },
         )
         for job_id in jobs:
-            self.client.hset(keys.api_job(job_id), "batch", batch_id)
+            self.client.hset(self._key(job_id), "batch", batch_id)
 
     def batch(self, batch_id: str) -> Record | None:
         """A batch's record, or None."""

@@ -15,7 +15,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from pipeline import service
 from pipeline.config import Settings
@@ -44,6 +44,16 @@ class Upload:
     callback_url: str | None
     arriving: str | None = None  # the announced SHA-256 while the body is still uploaded
 
+    def run(self, settings: Settings, records: Records, spool: Spool) -> None:
+        """What a runner does with it."""
+        run_job(settings, records, spool, self)
+
+
+class Task(Protocol):
+    """Work for a runner: an upload to solve, or a grading."""
+
+    def run(self, settings: Settings, records: Records, spool: Spool) -> None: ...
+
 
 class RunnerPool:
     """`count` runner processes that take uploads in order, each following `per_runner`."""
@@ -65,8 +75,8 @@ class RunnerPool:
         for process in self._processes:
             process.start()
 
-    def submit(self, upload: Upload) -> None:
-        """Hand an upload to the first free runner."""
+    def submit(self, upload: Task) -> None:
+        """Hand an upload (or a grading) to the first free runner."""
         self._queue.put(upload)
 
     def alive(self) -> bool:
@@ -95,7 +105,7 @@ def _serve(settings: Settings, root: Path, server: str, queue: Any, parent: int)
         while True:
             free.acquire()
             upload = queue.get()
-            future = threads.submit(run_job, settings, records, spool, upload)
+            future = threads.submit(upload.run, settings, records, spool)
             future.add_done_callback(lambda _: free.release())
 
 

@@ -22,6 +22,7 @@ from pipeline.jobstore import connect
 from pipeline.server.app import create_app
 from pipeline.server.auth import Tokens
 from pipeline.server.context import Service
+from pipeline.server.gradings import GradingTask, folder
 from pipeline.server.records import Records
 from pipeline.server.runners import RunnerPool, Upload
 from pipeline.server.spool import Spool
@@ -74,6 +75,7 @@ def serve(settings: Settings, host: str, port: int, tokens: tuple[TokenSetting, 
         )
         try:
             _resume(records, spool, runners)
+            _resume_gradings(records, spool, runners)
             app = create_app(
                 Service(
                     c.settings,
@@ -105,6 +107,19 @@ def _instance_name(root: Path) -> str:
     """This server among others on one Redis: its host and spool folder."""
     where = hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:12]
     return f"{socket.gethostname()}-{where}"
+
+
+def _resume_gradings(records: Records, spool: Spool, runners: RunnerPool) -> None:
+    """Gradings a stopped server left unfinished run again from their unpacked archives."""
+    gradings = records.of_kind("grading")
+    for grading_id in gradings.pending():
+        record = gradings.get(grading_id)
+        if record is None or record.get("state") in ("done", "failed", "cancelled"):
+            continue
+        if not (folder(spool, grading_id) / "notes.json").exists():
+            gradings.finish(grading_id, "failed", error="the archive was lost; upload it again")
+            continue
+        runners.submit(GradingTask(grading_id, record["problem"], record.get("ignore_case") == "1"))
 
 
 def _resume(records: Records, spool: Spool, runners: RunnerPool) -> None:

@@ -62,7 +62,7 @@ async def upload(service: Service, request: Request, caller: Caller) -> Response
     announced = _announced_digest(request.headers.get("content-digest"))
     if announced is not None and request.method == "PUT":
         return await _upload_in_place(service, request, params, announced, caller)
-    received = await _receive(service, request)
+    received = await receive(service, request)
     try:
         fields = {k: v for k, v in received.fields.items() if k in JOB_PARAMS}
         params = _job_params({**fields, **params}) if fields else params
@@ -120,7 +120,7 @@ async def _upload_in_place(
     service.runners.submit(Upload(job_id, problem.name, name, params["keep_going"] == "1", lane,
                                   params.get("callback_url") or None, announced))  # fmt: skip
     try:
-        received = await _receive(service, request, into=spool.input(job_id))
+        received = await receive(service, request, into=spool.input(job_id))
         if received.sha256 != announced:
             raise ApiError(400, "the body's SHA-256 is not the one its Content-Digest announced")
     except BaseException:
@@ -166,12 +166,15 @@ def _check_raw(request: Request) -> None:
         raise ApiError(415, "PUT takes the raw file as the body (multipart: use POST)")
 
 
-async def _receive(service: Service, request: Request, into: Path | None = None) -> Received:
+async def receive(
+    service: Service, request: Request, *, into: Path | None = None, raw_only: bool = False
+) -> Received:
+    """The body streamed to the spool (a form's `file` part for POST, unless `raw_only`)."""
     limit = service.settings.limits.max_upload_bytes
     _check_length(request, limit)
     content_type = request.headers.get("content-type", "")
     try:
-        if request.method == "POST":
+        if request.method == "POST" and not raw_only:
             if not content_type.startswith("multipart/form-data"):
                 raise ApiError(415, "POST takes multipart/form-data (PUT takes the raw file)")
             received = await service.spool.receive_form(request.stream(), content_type, limit)

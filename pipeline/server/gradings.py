@@ -1,0 +1,242 @@
+"""Grading over HTTP: an archive in the bulk layout becomes a grading, run by a runner through
+the same grading service as `gamebatch grade`; its reports are files of the spool."""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import FileResponse, JSONResponse, Response
+
+from pipeline import grade_service, toolkit
+from pipeline.config import Settings
+from pipeline.errors import GamebatchError, UsageError
+from pipeline.grading import Scoring
+from pipeline.registry import get_problem
+from pipeline.scoring import load_scoring
+from pipeline.server.archives import ArchiveRefused, Limits, unpack
+from pipeline.server.auth import Caller
+from pipeline.server.context import ApiError, Service
+from pipeline.server.records import FINISHED, Records
+from pipeline.server.spool import Spool
+from pipeline.server.uploads import receive
+
+log = logging.getLogger("gamebatch.server")
+_ID = re.compile(r"[A-Za-z0-9_.]+(-[A-Za-z0-9_.]+)*-[0-9a-f]{24}(-ignore-case)?")
+_PARAMS = ("problem", "ignore_case")
+REPORTS = {  # route -> (file in the grading's folder, media type)
+    "report.json": ("report.json", "application/json"),
+    "junit": ("junit.xml", "application/xml"),
+    "scoreboard.csv": ("scoreboard.csv", "text/csv; charset=utf-8"),
+    "scoreboard.json": ("scoreboard.json", "application/json"),
+}
+
+
+@dataclass(frozen=True)
+class GradingTask:
+    """A grading handed to a runner."""
+
+    grading_id: str
+    problem: str
+    ignore_case: bool
+
+    def run(self, settings: Settings, records: Records, spool: Spool) -> None:
+        """What a runner does with it."""
+        run_grading(settings, records, spool, self)
+
+
+def folder(spool: Spool, grading_id: str) -> Path:
+    """A grading's folder: `files/` (the unpacked archive) and its reports."""
+    return spool.root / "gradings" / grading_id
+
+
+# ---- routes
+
+
+async def create(service: Service, request: Request, caller: Caller) -> Response:
+    """POST /v1/gradings: the archive as the body."""
+    params = dict(request.query_params)
+    unknown = sorted(set(params) - set(_PARAMS))
+    if unknown:
+        raise ApiError(400, f"unknown parameter {unknown[0]!r} (known: {', '.join(_PARAMS)})")
+    try:
+        problem = get_problem(params.get("problem", ""))
+    except UsageError as exc:
+        raise ApiError(400, str(exc)) from None
+    ignore_case = params.get("ignore_case", "0") in ("1", "true")
+    gradings = service.records.of_kind("grading")
+    limit = service.settings.server.max_pending_jobs
+    if await run_in_threadpool(gradings.pending_count) >= limit:
+        raise ApiError(503, "too many unfinished gradings; try again later", {"Retry-After": "5"})
+    received = await receive(service, request, raw_only=True)  # streamed and hashed, as jobs
+    try:
+        grading_id = f"{problem.name}-{received.sha256[:24]}" + (
+            "-ignore-case" if ignore_case else "")  # fmt: skip
+        existing = await run_in_threadpool(gradings.get, grading_id)
+        if existing and existing.get("state") not in ("failed", "cancelled"):
+            return JSONResponse(view(existing), 200)
+        await run_in_threadpool(_unpack, service, received.path, grading_id)
+    finally:
+        service.spool.discard(received.path)
+    fields = {"problem": problem.name, "ignore_case": str(int(ignore_case)),
+              "owner": caller.name, "size": str(received.size)}  # fmt: skip
+    if not await run_in_threadpool(gradings.open, grading_id, fields):
+        return JSONResponse(view(await _record(service, grading_id)), 200)
+    await run_in_threadpool(gradings.event, "grading.created", grading_id, {})
+    service.runners.submit(GradingTask(grading_id, problem.name, ignore_case))
+    record = await _record(service, grading_id)
+    return JSONResponse(view(record), 201, headers={"Location": f"/v1/gradings/{grading_id}"})
+
+
+def _unpack(service: Service, archive: Path, grading_id: str) -> None:
+    """Unpack and check the layout; refused archives leave nothing behind."""
+    limits = service.settings.limits
+    where = folder(service.spool, grading_id)
+    shutil.rmtree(where, ignore_errors=True)  # a failed or cancelled earlier try
+    where.mkdir(parents=True, mode=0o700)
+    try:
+        unpacked = unpack(archive, where / "files",
+                          Limits(limits.max_archive_files, limits.max_archive_bytes))  # fmt: skip
+        root = unpacked.root
+        if not (root / "tests").is_dir() or not (root / "subs").is_dir():
+            raise ArchiveRefused("the archive needs a tests/ and a subs/ folder")
+        grade_service.bulk_layout(root / "tests", root / "subs")
+        (where / "notes.json").write_text(json.dumps(unpacked.notes))
+    except ArchiveRefused as exc:
+        shutil.rmtree(where, ignore_errors=True)
+        raise ApiError(exc.status, str(exc)) from None
+    except UsageError as exc:
+        shutil.rmtree(where, ignore_errors=True)
+        raise ApiError(422, str(exc)) from None
+
+
+def view(record: dict[str, str]) -> dict[str, Any]:
+    """A grading as clients see it."""
+    grading_id = record.get("id", "")
+    shown: dict[str, Any] = {k: record[k] for k in ("id", "problem", "state", "error")
+                             if k in record}  # fmt: skip
+    for key in ("created", "finished"):
+        if key in record:
+            shown[key] = float(record[key])
+    for key in ("summary", "notes"):
+        if key in record:
+            shown[key] = json.loads(record[key])
+    base = f"/v1/gradings/{grading_id}"
+    shown["links"] = {"self": base, **{name: f"{base}/{name}" for name in REPORTS}}
+    return shown
+
+
+def _grading_id(request: Request) -> str:
+    grading_id = str(request.path_params["grading"])
+    if _ID.fullmatch(grading_id) is None:
+        raise ApiError(404, "not a grading id")
+    return grading_id
+
+
+async def _record(service: Service, grading_id: str) -> dict[str, str]:
+    record = await run_in_threadpool(service.records.of_kind("grading").get, grading_id)
+    if record is None:
+        raise ApiError(404, f"no grading {grading_id}")
+    return record
+
+
+async def show(service: Service, request: Request, caller: Caller) -> Response:
+    """GET /v1/gradings/{id}: its state, then its summary (the report is a link away)."""
+    return JSONResponse(view(await _record(service, _grading_id(request))))
+
+
+async def report(service: Service, request: Request, caller: Caller) -> Response:
+    """GET /v1/gradings/{id}/{report}: one of the report files, once the grading is done."""
+    grading_id = _grading_id(request)
+    record = await _record(service, grading_id)
+    name = str(request.path_params["report"])
+    if name not in REPORTS:
+        raise ApiError(404, f"no report {name!r} (reports: {', '.join(REPORTS)})")
+    if record.get("state") != "done":
+        raise ApiError(409, f"grading {grading_id} is {record.get('state')}, not done")
+    file_name, media = REPORTS[name]
+    return FileResponse(folder(service.spool, grading_id) / file_name, media_type=media)
+
+
+async def case_input(service: Service, request: Request, caller: Caller) -> Response:
+    """GET /v1/gradings/{id}/cases/{test}/{n}: the case's input, shortened (for the page)."""
+    grading_id = _grading_id(request)
+    record = await _record(service, grading_id)
+    test, number = str(request.path_params["test"]), str(request.path_params["number"])
+    path = folder(service.spool, grading_id) / "files" / "tests" / f"{test}.in"
+    if "/" in test or test.startswith(".") or not number.isdigit() or not path.is_file():
+        raise ApiError(404, "no such test or case")
+    problem = get_problem(record["problem"])
+    texts = await run_in_threadpool(toolkit.case_texts, problem, path, {int(number)}, 200)
+    if int(number) not in texts:
+        raise ApiError(404, f"test {test} has no case {number}")
+    return JSONResponse({"test": test, "case": int(number), "input": texts[int(number)]})
+
+
+async def cancel(service: Service, request: Request, caller: Caller) -> Response:
+    """DELETE /v1/gradings/{id}: stop it; its answer jobs, shared by content, run on."""
+    grading_id = _grading_id(request)
+    record = await _record(service, grading_id)
+    if "admin" not in caller.scopes and record.get("owner") != caller.name:
+        raise ApiError(403, "only the grading's owner or an admin token may cancel it")
+    if record.get("state") in FINISHED:
+        raise ApiError(409, f"grading {grading_id} has already ended ({record['state']})")
+    gradings = service.records.of_kind("grading")
+    await run_in_threadpool(gradings.finish, grading_id, "cancelled")
+    await run_in_threadpool(gradings.event, "grading.cancelled", grading_id, {})
+    return JSONResponse(view(await _record(service, grading_id)))
+
+
+# ---- the runner's part
+
+
+def run_grading(settings: Settings, records: Records, spool: Spool, task: GradingTask) -> None:
+    """Grade an unpacked archive and write its reports (never raises)."""
+    gradings = records.of_kind("grading")
+    record = gradings.get(task.grading_id)
+    if record is None or record.get("state") in FINISHED:
+        return
+    gradings.update(task.grading_id, state="running")
+    gradings.event("grading.running", task.grading_id, {})
+    try:
+        fields = _grade(settings, spool, task)
+        state = "done"
+    except GamebatchError as exc:
+        state, fields = "failed", {"error": str(exc)}
+    except Exception as exc:
+        log.exception("grading %s", task.grading_id)
+        state, fields = "failed", {"error": f"internal error: {type(exc).__name__}"}
+    current = gradings.get(task.grading_id) or {}
+    if current.get("state") == "cancelled":
+        return
+    gradings.finish(task.grading_id, state, **fields)
+    gradings.event(f"grading.{state}", task.grading_id, {k: v for k, v in fields.items()
+                                                         if k == "error"})  # fmt: skip
+
+
+def _grade(settings: Settings, spool: Spool, task: GradingTask) -> dict[str, str]:
+    where = folder(spool, task.grading_id)
+    root = where / "files"
+    problem = get_problem(task.problem)
+    tests, subs, notes = grade_service.bulk_layout(root / "tests", root / "subs")
+    scoring_file = root / "scoring.yaml"
+    scoring = load_scoring(str(scoring_file)) if scoring_file.is_file() else Scoring()
+    run = grade_service.grade(settings, problem, tests, subs, scoring=scoring,
+                              ignore_case=task.ignore_case, quiet=True)  # fmt: skip
+    grade_service.ReportFiles(where / "report.json", where / "junit.xml",
+                              where / "scoreboard.csv").write(problem, tests, run)  # fmt: skip
+    grade_service.ReportFiles(scoreboard=where / "scoreboard.json").write(problem, tests, run)
+    unpacked_notes = json.loads((where / "notes.json").read_text())
+    summary = {
+        "tests": len(tests), "submissions": len(subs), "all_accepted": run.all_accepted,
+        "contestants": len(run.standings),
+        "cases_wrong": sum(len(r.mismatches()) for r in run.results),
+    }  # fmt: skip
+    return {"summary": json.dumps(summary), "notes": json.dumps(unpacked_notes + notes)}

@@ -1,0 +1,469 @@
+// The gamebatch page: uploads, a live job list from the event feed, and grading results.
+// Plain browser JavaScript; every text from the server goes in through textContent.
+"use strict";
+
+const TOKEN_KEY = "gamebatch-token";
+const ENDED = new Set(["done", "failed", "cancelled"]);
+const state = {
+  token: sessionStorage.getItem(TOKEN_KEY) || "",
+  since: null, // the last event seen: the feed resumes from it
+  rows: new Map(), // job id -> its table row
+  grading: null, // the grading on show
+  report: null,
+  sort: { key: "rank", ascending: true },
+  feed: null, // AbortController of the event feed
+};
+
+const $ = (id) => document.getElementById(id);
+
+function headers(extra = {}) {
+  return state.token ? { Authorization: `Bearer ${state.token}`, ...extra } : extra;
+}
+
+class ApiError extends Error {
+  constructor(status, message) {
+    super(message);
+    this.status = status;
+  }
+}
+
+async function api(path, options = {}) {
+  const response = await fetch(path, { ...options, headers: headers(options.headers) });
+  if (!response.ok) {
+    throw new ApiError(response.status, await errorText(response));
+  }
+  return response;
+}
+
+async function errorText(response) {
+  try {
+    const body = await response.json();
+    if (body && body.error) {
+      return response.status === 401 ? "wrong or expired token: " + body.error : body.error;
+    }
+  } catch (_) {
+    // not JSON: the status says enough
+  }
+  return `HTTP ${response.status}`;
+}
+
+function say(id, text, ok = false) {
+  const element = $(id);
+  element.textContent = text;
+  element.classList.toggle("ok", ok);
+}
+
+function cell(row, text, className) {
+  const td = document.createElement("td");
+  td.textContent = text == null ? "" : String(text);
+  if (className) td.className = className;
+  row.appendChild(td);
+  return td;
+}
+
+// ---- token
+
+async function useToken(event) {
+  event.preventDefault();
+  state.token = $("token").value.trim();
+  sessionStorage.setItem(TOKEN_KEY, state.token);
+  await start();
+}
+
+async function start() {
+  if (state.feed) state.feed.abort();
+  try {
+    const response = await api("/v1/problems");
+    const { problems } = await response.json();
+    for (const select of document.querySelectorAll("select.problems")) {
+      select.replaceChildren(...problems.map((name) => new Option(name, name)));
+    }
+    say("token-message", "token accepted", true);
+  } catch (error) {
+    say("token-message", error.message);
+    setLive(false, "not connected");
+    return;
+  }
+  await loadJobs();
+  followEvents();
+}
+
+// ---- jobs
+
+async function loadJobs() {
+  const response = await api("/v1/jobs?limit=50");
+  const body = await response.json();
+  state.since = body.events_since;
+  $("jobs").tBodies[0].replaceChildren();
+  state.rows.clear();
+  for (const job of body.jobs.reverse()) showJob(job);
+}
+
+function jobRow(id) {
+  let row = state.rows.get(id);
+  if (!row) {
+    row = document.createElement("tr");
+    row.dataset.job = id;
+    const name = cell(row, id);
+    name.className = "name";
+    cell(row, "", "state");
+    const uploaded = cell(row, "");
+    const bar = document.createElement("progress");
+    bar.max = 1;
+    bar.value = 1;
+    bar.className = "uploaded";
+    bar.setAttribute("aria-label", "bytes uploaded");
+    uploaded.appendChild(bar);
+    const solved = cell(row, "");
+    const cases = document.createElement("progress");
+    cases.max = 1;
+    cases.value = 0;
+    cases.className = "solved";
+    cases.setAttribute("aria-label", "cases solved");
+    solved.appendChild(cases);
+    const actions = cell(row, "");
+    const download = document.createElement("button");
+    download.type = "button";
+    download.textContent = "Download";
+    download.className = "download";
+    download.addEventListener("click", () => downloadResult(id, row.dataset.name || id));
+    const cancel = document.createElement("button");
+    cancel.type = "button";
+    cancel.textContent = "Cancel";
+    cancel.className = "cancel";
+    cancel.addEventListener("click", () => cancelJob(id));
+    actions.append(download, " ", cancel);
+    $("jobs").tBodies[0].prepend(row);
+    state.rows.set(id, row);
+  }
+  return row;
+}
+
+function showJob(job) {
+  const row = jobRow(job.id);
+  row.dataset.name = job.name || job.id;
+  row.querySelector(".name").textContent = job.name || job.id;
+  const stateCell = row.querySelector(".state");
+  stateCell.textContent = job.state;
+  stateCell.classList.toggle("error", job.state === "failed");
+  let error = row.querySelector(".job-error");
+  if (job.errors && job.errors.length) {
+    if (!error) {
+      error = document.createElement("div");
+      error.className = "job-error error";
+      stateCell.appendChild(error);
+    }
+    error.textContent = job.errors[0];
+  }
+  const bar = row.querySelector(".solved");
+  if (job.total) bar.max = job.total;
+  if (job.done != null) bar.value = job.done;
+  if (job.state === "done") bar.value = bar.max;
+  row.querySelector(".download").disabled = job.state !== "done";
+  row.querySelector(".cancel").disabled = ENDED.has(job.state);
+}
+
+async function refreshJob(id) {
+  try {
+    const response = await api(`/v1/jobs/${encodeURIComponent(id)}`);
+    showJob(await response.json());
+  } catch (error) {
+    say("solve-message", error.message);
+  }
+}
+
+function uploadFile(file, url, bar) {
+  return new Promise((resolve, reject) => {
+    const xhr = new XMLHttpRequest();
+    xhr.open(url.method, url.path);
+    for (const [name, value] of Object.entries(headers())) xhr.setRequestHeader(name, value);
+    xhr.setRequestHeader("Content-Type", "application/octet-stream");
+    xhr.upload.addEventListener("progress", (event) => {
+      if (event.lengthComputable && bar) {
+        bar.max = event.total || 1;
+        bar.value = event.loaded;
+      }
+    });
+    xhr.addEventListener("load", () => {
+      let body = {};
+      try {
+        body = JSON.parse(xhr.responseText);
+      } catch (_) {
+        body = { error: `HTTP ${xhr.status}` };
+      }
+      if (xhr.status >= 400) {
+        const prefix = xhr.status === 401 ? "wrong or expired token: " : "";
+        reject(new ApiError(xhr.status, prefix + (body.error || `HTTP ${xhr.status}`)));
+      } else {
+        resolve(body);
+      }
+    });
+    xhr.addEventListener("error", () => reject(new ApiError(0, "the connection was lost")));
+    xhr.send(file);
+  });
+}
+
+async function solveFiles(event) {
+  event.preventDefault();
+  const problem = $("solve-problem").value;
+  const files = [...$("files").files];
+  if (!files.length) {
+    say("solve-message", "choose one or more input files");
+    return;
+  }
+  say("solve-message", "");
+  await Promise.all(files.map(async (file) => {
+    const pending = document.createElement("progress");
+    const query = `problem=${encodeURIComponent(problem)}&name=${encodeURIComponent(file.name)}`;
+    try {
+      const job = await uploadFile(file, { method: "PUT", path: `/v1/jobs?${query}` }, pending);
+      showJob(job);
+      const bar = state.rows.get(job.id).querySelector(".uploaded");
+      bar.max = file.size || 1;
+      bar.value = file.size || 1;
+    } catch (error) {
+      say("solve-message", `${file.name}: ${error.message}`);
+    }
+  }));
+}
+
+async function downloadResult(id, name) {
+  try {
+    const response = await api(`/v1/jobs/${encodeURIComponent(id)}/result`);
+    const url = URL.createObjectURL(await response.blob());
+    const link = document.createElement("a");
+    link.href = url;
+    link.download = `${name}.out`;
+    document.body.appendChild(link);
+    link.click();
+    link.remove();
+    setTimeout(() => URL.revokeObjectURL(url), 10000);
+  } catch (error) {
+    say("solve-message", error.message);
+  }
+}
+
+async function cancelJob(id) {
+  try {
+    const response = await api(`/v1/jobs/${encodeURIComponent(id)}`, { method: "DELETE" });
+    showJob(await response.json());
+  } catch (error) {
+    say("solve-message", error.message);
+  }
+}
+
+// ---- the event feed (fetch, so that the token goes in a header; resumes from the last id)
+
+function setLive(live, text) {
+  const element = $("live");
+  element.textContent = text || (live ? "live" : "reconnecting…");
+  element.classList.toggle("live", live);
+}
+
+async function followEvents() {
+  const controller = new AbortController();
+  state.feed = controller;
+  let pause = 500;
+  while (!controller.signal.aborted) {
+    try {
+      const since = encodeURIComponent(state.since || "0");
+      const response = await fetch(`/v1/events?since=${since}`, {
+        headers: headers(), signal: controller.signal, cache: "no-store",
+      });
+      if (response.status === 401 || response.status === 403) {
+        say("token-message", await errorText(response));
+        setLive(false, "not connected");
+        return;
+      }
+      if (!response.ok || !response.body) throw new Error(`HTTP ${response.status}`);
+      setLive(true);
+      pause = 500;
+      await readFeed(response.body.getReader());
+    } catch (_) {
+      if (controller.signal.aborted) return;
+    }
+    setLive(false);
+    await new Promise((resolve) => setTimeout(resolve, pause));
+    pause = Math.min(pause * 2, 8000);
+  }
+}
+
+async function readFeed(reader) {
+  const decoder = new TextDecoder();
+  let buffer = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return;
+    buffer += decoder.decode(value, { stream: true });
+    let end;
+    while ((end = buffer.indexOf("\n\n")) >= 0) {
+      handleEvent(buffer.slice(0, end));
+      buffer = buffer.slice(end + 2);
+    }
+  }
+}
+
+function handleEvent(block) {
+  let id = null;
+  let data = null;
+  for (const line of block.split("\n")) {
+    if (line.startsWith("id:")) id = line.slice(3).trim();
+    else if (line.startsWith("data:")) data = line.slice(5).trim();
+  }
+  if (id) state.since = id;
+  if (!data) return;
+  const event = JSON.parse(data);
+  if (event.type.startsWith("grading.")) {
+    if (state.grading && event.job === state.grading) refreshGrading();
+    return;
+  }
+  if (event.type === "progress") {
+    const row = state.rows.get(event.job);
+    if (row) {
+      const bar = row.querySelector(".solved");
+      bar.max = Math.max(event.read || 1, 1);
+      bar.value = event.done || 0;
+      row.querySelector(".state").firstChild.textContent = "running";
+    }
+    return;
+  }
+  refreshJob(event.job);
+}
+
+// ---- grading
+
+async function gradeArchive(event) {
+  event.preventDefault();
+  const archive = $("archive").files[0];
+  if (!archive) {
+    say("grade-message", "choose an archive");
+    return;
+  }
+  const problem = encodeURIComponent($("grade-problem").value);
+  say("grade-message", "uploading…", true);
+  $("grading").hidden = true;
+  try {
+    const grading = await uploadFile(archive, {
+      method: "POST", path: `/v1/gradings?problem=${problem}`,
+    }, $("archive-progress"));
+    state.grading = grading.id;
+    showGradingState(grading);
+    if (grading.state === "done") await showReport(grading);
+  } catch (error) {
+    say("grade-message", error.message);
+  }
+}
+
+function showGradingState(grading) {
+  const notes = (grading.notes || []).length ? ` (${grading.notes.length} notes)` : "";
+  const text = grading.state === "failed" ? `grading failed: ${grading.error}` : `grading ${grading.state}${notes}`;
+  say("grade-message", text, grading.state !== "failed");
+}
+
+async function refreshGrading() {
+  try {
+    const response = await api(`/v1/gradings/${encodeURIComponent(state.grading)}`);
+    const grading = await response.json();
+    showGradingState(grading);
+    if (grading.state === "done") await showReport(grading);
+  } catch (error) {
+    say("grade-message", error.message);
+  }
+}
+
+async function showReport(grading) {
+  const report = await (await api(grading.links["report.json"])).json();
+  state.report = report;
+  renderScoreboard();
+  const select = $("submission");
+  select.replaceChildren(...report.submissions.map((sub, i) => new Option(
+    `${sub.contestant} / ${sub.test}: ${sub.accepted} of ${sub.total}`, String(i))));
+  $("grading").hidden = false;
+  renderCases();
+}
+
+const COLUMNS = [["rank", "Rank"], ["contestant", "Contestant"], ["score", "Score"],
+  ["accepted", "Accepted"]];
+
+function renderScoreboard() {
+  const rows = state.report.scoreboard.map((line, i) => ({ rank: i + 1, ...line }));
+  const tests = rows.length ? Object.keys(rows[0].tests) : [];
+  const head = $("scoreboard").tHead.rows[0];
+  head.replaceChildren();
+  for (const [key, title] of [...COLUMNS, ...tests.map((t) => [`test:${t}`, t])]) {
+    const th = document.createElement("th");
+    th.scope = "col";
+    const button = document.createElement("button");
+    button.type = "button";
+    button.textContent = title;
+    button.addEventListener("click", () => sortBy(key));
+    th.appendChild(button);
+    if (state.sort.key === key) th.setAttribute("aria-sort", state.sort.ascending ? "ascending" : "descending");
+    head.appendChild(th);
+  }
+  const value = (row, key) => (key.startsWith("test:") ? row.tests[key.slice(5)] : row[key]);
+  rows.sort((a, b) => {
+    const x = value(a, state.sort.key);
+    const y = value(b, state.sort.key);
+    const order = typeof x === "string" ? x.localeCompare(y) : x - y;
+    return state.sort.ascending ? order : -order;
+  });
+  $("scoreboard").tBodies[0].replaceChildren(...rows.map((row) => {
+    const tr = document.createElement("tr");
+    cell(tr, row.rank);
+    cell(tr, row.contestant);
+    cell(tr, `${row.score} / ${row.max_score}`);
+    cell(tr, row.accepted);
+    for (const test of tests) cell(tr, row.tests[test]);
+    return tr;
+  }));
+}
+
+function sortBy(key) {
+  state.sort = { key, ascending: state.sort.key === key ? !state.sort.ascending : true };
+  renderScoreboard();
+  const button = [...$("scoreboard").tHead.querySelectorAll("button")].find(
+    (b) => b.parentElement.getAttribute("aria-sort"));
+  if (button) button.focus();
+}
+
+function renderCases() {
+  const sub = state.report.submissions[Number($("submission").value || 0)];
+  const body = $("cases").tBodies[0];
+  if (!sub) {
+    body.replaceChildren();
+    return;
+  }
+  const wrongOnly = $("wrong-only").checked;
+  const shown = sub.cases.filter((c) => !wrongOnly || c.verdict !== "AC").slice(0, 1000);
+  body.replaceChildren(...shown.map((c, i) => {
+    const tr = document.createElement("tr");
+    cell(tr, c.index);
+    cell(tr, c.verdict, `verdict-${c.verdict}`);
+    cell(tr, c.verdict === "AC" ? "(as found)" : c.expected, "word");
+    cell(tr, c.found, "word");
+    const input = cell(tr, "…", "input");
+    if (c.verdict !== "EXTRA" && i < 50) loadInput(input, sub.test, c.index); // the first ones
+    return tr;
+  }));
+}
+
+async function loadInput(target, test, index) {
+  try {
+    const path = `/v1/gradings/${encodeURIComponent(state.grading)}/cases/${encodeURIComponent(test)}/${index}`;
+    const response = await api(path);
+    target.textContent = (await response.json()).input;
+  } catch (_) {
+    target.textContent = "";
+  }
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  $("token").value = state.token;
+  $("token-form").addEventListener("submit", useToken);
+  $("solve-form").addEventListener("submit", solveFiles);
+  $("grade-form").addEventListener("submit", gradeArchive);
+  $("submission").addEventListener("change", renderCases);
+  $("wrong-only").addEventListener("change", renderCases);
+  start();
+});

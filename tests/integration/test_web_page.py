@@ -1,0 +1,216 @@
+"""The web page in a real browser (headless Chromium through the system chromedriver), against
+a real `gamebatch serve`, Redis and workers."""
+
+from __future__ import annotations
+
+import io
+import shutil
+import tarfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pipeline.local.redis_server import RedisServer
+from pipeline.registry import get_problem
+from tests.conftest import Workers
+from tests.helpers import answers, input_text, random_cases
+from tests.integration.server import Server
+
+webdriver = pytest.importorskip("selenium.webdriver")
+from selenium.common.exceptions import TimeoutException  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.common.keys import Keys  # noqa: E402
+from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
+
+STRGAME = get_problem("strgame")
+CHROMEDRIVER = shutil.which("chromedriver")
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+pytestmark = pytest.mark.skipif(
+    CHROMEDRIVER is None or CHROMIUM is None, reason="needs chromium and chromium-driver (apt)"
+)
+
+
+@pytest.fixture
+def server(tmp_path: Path, redis_server: RedisServer, workers: Workers) -> Iterator[Server]:
+    workers.start(concurrency=2)
+    running = Server(tmp_path, redis_server.url).start()
+    yield running
+    running.stop()
+
+
+@pytest.fixture
+def browser(tmp_path: Path) -> Iterator[Any]:
+    from selenium.webdriver.chrome.service import Service as ChromeService
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM or ""
+    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"):
+        options.add_argument(flag)
+    downloads = tmp_path / "downloads"
+    downloads.mkdir()
+    options.add_experimental_option("prefs", {
+        "download.default_directory": str(downloads), "download.prompt_for_download": False,
+        "safebrowsing.enabled": True})  # fmt: skip
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=ChromeService(CHROMEDRIVER or ""), options=options)
+    driver.set_window_size(1200, 900)
+    driver.execute_cdp_cmd("Browser.setDownloadBehavior",
+                           {"behavior": "allow", "downloadPath": str(downloads)})  # fmt: skip
+    driver.downloads = downloads
+    yield driver
+    driver.quit()
+
+
+def _wait(driver: Any, condition: Callable[[Any], Any], seconds: float = 60) -> Any:
+    try:
+        return WebDriverWait(driver, seconds, poll_frequency=0.1).until(condition)
+    except TimeoutException:
+        raise AssertionError(driver.find_element(By.TAG_NAME, "main").text[-3000:]) from None
+
+
+def _text(driver: Any, element_id: str) -> str:
+    text: str = driver.find_element(By.ID, element_id).text
+    return text
+
+
+def _sign_in(driver: Any, server: Server, token: str) -> None:
+    driver.get(server.url + "/")
+    field = driver.find_element(By.ID, "token")
+    field.clear()
+    field.send_keys(token, Keys.ENTER)  # the keyboard is enough
+
+
+def _console_errors(driver: Any) -> list[str]:
+    """Script errors and assets that failed to load; API refusals (a 401, a 422) are answers
+    the page shows, which Chromium logs too."""
+    return [
+        e["message"] for e in driver.get_log("browser") if e["level"] == "SEVERE"
+        and not ("/v1/" in e["message"] and "Failed to load resource" in e["message"])
+    ]  # fmt: skip
+
+
+def test_a_wrong_token_says_so_and_the_right_one_is_accepted(server: Server, browser: Any) -> None:
+    _sign_in(browser, server, "not-the-token")
+    _wait(browser, lambda d: "wrong or expired token" in _text(d, "token-message"))
+    _sign_in(browser, server, server.token)
+    _wait(browser, lambda d: _text(d, "token-message") == "token accepted")
+    _wait(browser, lambda d: _text(d, "live") == "live")
+    assert Select(browser.find_element(By.ID, "solve-problem")).options[0].text == "pathgame"
+
+
+def test_files_are_uploaded_solved_live_and_downloaded(
+    server: Server, browser: Any, tmp_path: Path
+) -> None:
+    _sign_in(browser, server, server.token)
+    _wait(browser, lambda d: _text(d, "live") == "live")
+    texts = {f"f{i}.in": input_text(STRGAME, random_cases(STRGAME, "random", 300, 60, seed=i))
+             for i in (1, 2)}  # fmt: skip
+    for name, text in texts.items():
+        (tmp_path / name).write_text(text)
+    bad = tmp_path / "bad.in"
+    bad.write_text("2\n1 1\nab\n")
+    Select(browser.find_element(By.ID, "solve-problem")).select_by_value("strgame")
+    paths = "\n".join(str(tmp_path / n) for n in [*texts, "bad.in"])
+    browser.find_element(By.ID, "files").send_keys(paths)
+    browser.find_element(By.CSS_SELECTOR, "#solve-form button").click()
+
+    def states(driver: Any) -> dict[str, str]:
+        rows = driver.find_elements(By.CSS_SELECTOR, "#jobs tbody tr")
+        return {r.find_element(By.CLASS_NAME, "name").text:
+                r.find_element(By.CLASS_NAME, "state").text for r in rows}  # fmt: skip
+
+    _wait(browser, lambda d: len(states(d)) == 3 and all(
+        s.split("\n")[0] in ("done", "failed") for s in states(d).values()))  # fmt: skip
+    found = states(browser)
+    assert found["f1.in"] == "done" and found["f2.in"] == "done"
+    assert found["bad.in"].startswith("failed\nbad.in:3: case 2: file ends"), found["bad.in"]
+    name = "f2.in"
+    row = browser.find_element(
+        By.XPATH, f"//table[@id='jobs']//tr[td[@class='name'][text()='{name}']]"
+    )
+    solved = row.find_element(By.CLASS_NAME, "solved")
+    assert solved.get_attribute("value") == solved.get_attribute("max") == "300"
+    row.find_element(By.CLASS_NAME, "download").click()
+    target = browser.downloads / f"{name}.out"
+    deadline = time.monotonic() + 20
+    while not target.exists():
+        assert time.monotonic() < deadline, list(browser.downloads.iterdir())
+        time.sleep(0.1)
+    assert target.read_text() == answers(STRGAME, texts[name])
+    assert _console_errors(browser) == []
+
+
+def _contest(tmp_path: Path) -> tuple[Path, str]:
+    """An archive of two contestants (bob has the first case wrong); bob's first answer."""
+    test = input_text(STRGAME, random_cases(STRGAME, "random", 12, 40, seed=5))
+    right = answers(STRGAME, test)
+    first = right.splitlines()[0]
+    other = "Dirty" if first == "Pure" else "Pure"
+    files = {"contest/tests/t1.in": test, "contest/subs/alice/t1.out": right,
+             "contest/subs/bob/t1.out": right.replace(first, other, 1)}  # fmt: skip
+    archive = tmp_path / "contest.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        for name, text in files.items():
+            data = text.encode()
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return archive, other
+
+
+def test_a_contest_archive_is_graded_with_a_sortable_scoreboard_and_case_tables(
+    server: Server, browser: Any, tmp_path: Path
+) -> None:
+    archive, wrong_word = _contest(tmp_path)
+    _sign_in(browser, server, server.token)
+    _wait(browser, lambda d: _text(d, "live") == "live")
+    Select(browser.find_element(By.ID, "grade-problem")).select_by_value("strgame")
+    browser.find_element(By.ID, "archive").send_keys(str(archive))
+    browser.find_element(By.CSS_SELECTOR, "#grade-form button").click()
+    _wait(browser, lambda d: d.find_element(By.ID, "grading").is_displayed())
+
+    def board(driver: Any) -> list[str]:
+        rows = driver.find_elements(By.CSS_SELECTOR, "#scoreboard tbody tr")
+        return [r.find_elements(By.TAG_NAME, "td")[1].text for r in rows]
+
+    assert board(browser) == ["alice", "bob"]
+    header = browser.find_element(By.XPATH, "//table[@id='scoreboard']//button[text()='Score']")
+    header.click()  # ascending score: bob first
+    _wait(browser, lambda d: board(d) == ["bob", "alice"])
+    browser.find_element(By.XPATH, "//table[@id='scoreboard']//button[text()='Score']").send_keys(
+        Keys.ENTER)  # fmt: skip
+    _wait(browser, lambda d: board(d) == ["alice", "bob"])
+    Select(browser.find_element(By.ID, "submission")).select_by_visible_text("bob / t1: 11 of 12")
+
+    def cases(driver: Any) -> list[list[str]]:
+        rows = driver.find_elements(By.CSS_SELECTOR, "#cases tbody tr")
+        return [[td.text for td in r.find_elements(By.TAG_NAME, "td")] for r in rows]
+
+    _wait(browser, lambda d: len(cases(d)) == 1 and cases(d)[0][4] not in ("", "…"))
+    number, verdict, expected, found, shown_input = cases(browser)[0]
+    assert (number, verdict, found) == ("1", "WA", wrong_word) and expected != found
+    assert shown_input.split(" / ")[0].split()[0].isdigit()  # the case's "n K" line
+    browser.find_element(By.ID, "wrong-only").click()
+    _wait(browser, lambda d: len(cases(d)) == 12)
+    assert _console_errors(browser) == []
+
+
+def test_a_refused_archive_and_phone_width(server: Server, browser: Any, tmp_path: Path) -> None:
+    evil = tmp_path / "evil.tar"
+    with tarfile.open(evil, "w") as tar:
+        info = tarfile.TarInfo("../../etc/cron.d/x")
+        info.size = 1
+        tar.addfile(info, io.BytesIO(b"x"))
+    browser.set_window_size(375, 800)
+    _sign_in(browser, server, server.token)
+    _wait(browser, lambda d: _text(d, "live") == "live")
+    browser.find_element(By.ID, "archive").send_keys(str(evil))
+    browser.find_element(By.CSS_SELECTOR, "#grade-form button").click()
+    _wait(browser, lambda d: "climbs out of the archive" in _text(d, "grade-message"))
+    width = browser.execute_script("return document.documentElement.scrollWidth")
+    assert width <= 375, f"the page is {width}px wide at phone width"
+    assert _console_errors(browser) == []
+    assert not list((server.spool / "gradings").glob("*/files"))
