@@ -185,6 +185,81 @@ DOCUMENT: dict[str, Any] = {
                 ],
             ),
         },
+        "/v1/problems": {
+            "get": _read(
+                "The games this server solves", {"200": {"description": "{problems: [names]}"}}
+            )
+        },
+        "/v1/gradings": {
+            "post": _read(
+                "Grade an archive (tar, tar.gz or zip) in the bulk layout",
+                {
+                    "201": {"description": "a new grading"},
+                    "200": {"description": "the same archive was graded before: that grading"},
+                    "400": _ERROR,
+                    "413": _ERROR,
+                    "422": _ERROR,
+                    "503": _ERROR,
+                },
+                parameters=[
+                    {
+                        "name": "problem",
+                        "in": "query",
+                        "required": True,
+                        "schema": {"type": "string"},
+                    },
+                    {"name": "ignore_case", "in": "query", "schema": {"enum": ["0", "1"]}},
+                ],
+                requestBody={
+                    "required": True,
+                    "content": {
+                        "application/octet-stream": {
+                            "schema": {"type": "string", "format": "binary"}
+                        }
+                    },
+                },
+            ),
+        },
+        "/v1/gradings/{grading}": {
+            "parameters": [
+                {"name": "grading", "in": "path", "required": True, "schema": {"type": "string"}}
+            ],
+            "get": _read(
+                "A grading: state, then summary and links to its reports",
+                {"200": {"description": "the grading"}, "404": _ERROR},
+            ),
+            "delete": _read(
+                "Cancel a grading (its owner, or an admin)",
+                {"200": {"description": "cancelled"}, "404": _ERROR, "409": _ERROR},
+            ),
+        },
+        "/v1/gradings/{grading}/{report}": {
+            "parameters": [
+                {"name": "grading", "in": "path", "required": True, "schema": {"type": "string"}},
+                {
+                    "name": "report",
+                    "in": "path",
+                    "required": True,
+                    "schema": {
+                        "enum": ["report.json", "junit", "scoreboard.csv", "scoreboard.json"]
+                    },
+                },
+            ],
+            "get": _read(
+                "A report of a done grading",
+                {"200": {"description": "the report"}, "404": _ERROR, "409": _ERROR},
+            ),
+        },
+        "/v1/gradings/{grading}/cases/{test}/{number}": {
+            "get": _read(
+                "The input of one case of a test, shortened",
+                {"200": {"description": "{test, case, input}"}, "404": _ERROR},
+                parameters=[
+                    {"name": n, "in": "path", "required": True, "schema": {"type": "string"}}
+                    for n in ("grading", "test", "number")
+                ],
+            ),
+        },
         "/healthz": {
             "get": {
                 "summary": "Redis reachable, workers and runners alive",

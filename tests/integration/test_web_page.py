@@ -214,3 +214,32 @@ def test_a_refused_archive_and_phone_width(server: Server, browser: Any, tmp_pat
     assert width <= 375, f"the page is {width}px wide at phone width"
     assert _console_errors(browser) == []
     assert not list((server.spool / "gradings").glob("*/files"))
+
+
+def test_the_page_reconnects_to_the_event_feed_and_misses_nothing(
+    server: Server, browser: Any, redis_server: RedisServer
+) -> None:
+    _sign_in(browser, server, server.token)
+    _wait(browser, lambda d: _text(d, "live") == "live")
+    server.kill()  # the feed's connection drops
+    _wait(browser, lambda d: _text(d, "live").startswith("reconnecting"))
+    again = Server(server.dir.parent, redis_server.url)
+    again.port, again.url = server.port, server.url
+    again.token = server.token
+    (again.dir / "token").write_text(server.token + "\n")
+    again.start()
+    try:
+        with again.client() as http:  # a job made while the page was reconnecting, or after
+            text = input_text(STRGAME, random_cases(STRGAME, "random", 40, 30, seed=77))
+            job = http.put("/v1/jobs", params={"problem": "strgame", "name": "late.in"},
+                           content=text.encode()).json()  # fmt: skip
+        _wait(browser, lambda d: _text(d, "live") == "live", 30)
+
+        def late_state(driver: Any) -> str:
+            rows = driver.find_elements(By.CSS_SELECTOR, f"#jobs tr[data-job='{job['id']}']")
+            return str(rows[0].find_element(By.CLASS_NAME, "state").text) if rows else ""
+
+        _wait(browser, lambda d: late_state(d) == "done")
+        assert _console_errors(browser) == []
+    finally:
+        again.stop()
