@@ -133,6 +133,9 @@ def test_files_are_uploaded_solved_live_and_downloaded(
     )
     solved = row.find_element(By.CLASS_NAME, "solved")
     assert solved.get_attribute("value") == solved.get_attribute("max") == "300"
+    sent = row.find_element(By.CLASS_NAME, "uploaded")  # the bytes bar, shown while it uploaded
+    size = str((tmp_path / name).stat().st_size)
+    assert sent.get_attribute("value") == sent.get_attribute("max") == size
     row.find_element(By.CLASS_NAME, "download").click()
     target = browser.downloads / f"{name}.out"
     deadline = time.monotonic() + 20

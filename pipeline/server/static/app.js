@@ -3,7 +3,7 @@
 "use strict";
 
 const TOKEN_KEY = "gamebatch-token";
-const ENDED = new Set(["done", "failed", "cancelled"]);
+const ENDED = new Set(["done", "failed", "cancelled", "refused"]);
 const state = {
   token: sessionStorage.getItem(TOKEN_KEY) || "",
   since: null, // the last event seen: the feed resumes from it
@@ -126,12 +126,12 @@ function jobRow(id) {
     download.type = "button";
     download.textContent = "Download";
     download.className = "download";
-    download.addEventListener("click", () => downloadResult(id, row.dataset.name || id));
+    download.addEventListener("click", () => downloadResult(row.dataset.job, row.dataset.name));
     const cancel = document.createElement("button");
     cancel.type = "button";
     cancel.textContent = "Cancel";
     cancel.className = "cancel";
-    cancel.addEventListener("click", () => cancelJob(id));
+    cancel.addEventListener("click", () => cancelJob(row.dataset.job));
     actions.append(download, " ", cancel);
     $("jobs").tBodies[0].prepend(row);
     state.rows.set(id, row);
@@ -145,7 +145,7 @@ function showJob(job) {
   row.querySelector(".name").textContent = job.name || job.id;
   const stateCell = row.querySelector(".state");
   stateCell.textContent = job.state;
-  stateCell.classList.toggle("error", job.state === "failed");
+  stateCell.classList.toggle("error", job.state === "failed" || job.state === "refused");
   let error = row.querySelector(".job-error");
   if (job.errors && job.errors.length) {
     if (!error) {
@@ -203,6 +203,8 @@ function uploadFile(file, url, bar) {
   });
 }
 
+let uploads = 0; // rows of uploads still in flight are keyed "upload-N" until their job is known
+
 async function solveFiles(event) {
   event.preventDefault();
   const problem = $("solve-problem").value;
@@ -212,19 +214,31 @@ async function solveFiles(event) {
     return;
   }
   say("solve-message", "");
-  await Promise.all(files.map(async (file) => {
-    const pending = document.createElement("progress");
-    const query = `problem=${encodeURIComponent(problem)}&name=${encodeURIComponent(file.name)}`;
-    try {
-      const job = await uploadFile(file, { method: "PUT", path: `/v1/jobs?${query}` }, pending);
-      showJob(job);
-      const bar = state.rows.get(job.id).querySelector(".uploaded");
-      bar.max = file.size || 1;
-      bar.value = file.size || 1;
-    } catch (error) {
-      say("solve-message", `${file.name}: ${error.message}`);
+  await Promise.all(files.map((file) => solveFile(file, problem)));
+}
+
+async function solveFile(file, problem) {
+  const key = `upload-${++uploads}`;
+  const row = jobRow(key);
+  showJob({ id: key, name: file.name, state: "uploading" });
+  row.querySelector(".download").disabled = true;
+  row.querySelector(".cancel").disabled = true;
+  const bar = row.querySelector(".uploaded");
+  bar.value = 0;
+  const query = `problem=${encodeURIComponent(problem)}&name=${encodeURIComponent(file.name)}`;
+  try {
+    const job = await uploadFile(file, { method: "PUT", path: `/v1/jobs?${query}` }, bar);
+    state.rows.delete(key);
+    if (state.rows.has(job.id)) {
+      row.remove(); // the feed showed the job first
+    } else {
+      row.dataset.job = job.id;
+      state.rows.set(job.id, row);
     }
-  }));
+    showJob(job);
+  } catch (error) {
+    showJob({ id: key, name: file.name, state: "refused", errors: [error.message] });
+  }
 }
 
 async function downloadResult(id, name) {
