@@ -67,6 +67,7 @@ class ServerSettings(Section):
     spool_dir: str | None = None  # uploads and results; None: a `server` folder of the state
     runners: int = Field(2, gt=0)  # processes that read uploads and collect results
     jobs_per_runner: int = Field(8, gt=0)  # jobs each runner process follows at once
+    keep_seconds: int = Field(30 * 24 * 3600, gt=0)  # finished jobs, results and gradings kept
     max_pending_jobs: int = Field(1000, gt=0)  # unfinished jobs before uploads get 503
     webhook_secret: str | None = None  # signs callbacks (GAMEBATCH_SERVER__WEBHOOK_SECRET)
     webhook_hosts: tuple[str, ...] = ()  # hosts callbacks may go to ("*.example.org" too)

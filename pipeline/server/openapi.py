@@ -168,7 +168,8 @@ DOCUMENT: dict[str, Any] = {
         "/v1/events": {
             "get": _read(
                 "Server-sent events: created, progress (at most 1/s per job), done,"
-                " failed, cancelled; each `id:` is a resume token",
+                " failed, cancelled, refused (an upload that became no job), grading.*;"
+                " each `id:` is a resume token",
                 {
                     "200": {"description": "an event stream", "content": {"text/event-stream": {}}},
                     "400": _ERROR,

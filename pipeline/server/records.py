@@ -76,6 +76,15 @@ class Records:
         solved = int(fields.get("total", 0) or 0) if state == "done" else 0
         return bool(self._finish(keys=keys_, args=[job_id, solved, *flat]))
 
+    def finished_before(self, moment: float) -> list[str]:
+        """Records listed before `moment` that have ended (or whose record is gone)."""
+        found = []
+        for member in self.client.zrangebyscore(self._listing, "-inf", moment):
+            record = self.get(member.decode())
+            if record is None or record.get("state") in FINISHED:
+                found.append(member.decode())
+        return found
+
     def solved(self) -> int:
         """Cases of uploaded jobs that ended done, over the life of the cluster."""
         return int(self.client.get(keys.API_SOLVED) or 0)

@@ -24,6 +24,7 @@ from pipeline.server.auth import Tokens
 from pipeline.server.context import Service
 from pipeline.server.gradings import GradingTask, folder
 from pipeline.server.records import Records
+from pipeline.server.retention import keep_sweeping
 from pipeline.server.runners import RunnerPool, Upload
 from pipeline.server.spool import Spool
 
@@ -70,6 +71,10 @@ def serve(settings: Settings, host: str, port: int, tokens: tuple[TokenSetting, 
         stop = threading.Event()
         healer = threading.Thread(target=_heal, args=(c, stop), daemon=True)
         healer.start()
+        keep = float(settings.server.keep_seconds)
+        sweeper = threading.Thread(target=keep_sweeping, args=(records, spool, keep, stop),
+                                   daemon=True)  # fmt: skip
+        sweeper.start()
         events = redis.asyncio.Redis.from_url(
             c.settings.broker_url or "", client_name="gamebatch-server-events"
         )

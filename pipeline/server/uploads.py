@@ -126,6 +126,7 @@ async def _upload_in_place(
     except BaseException:
         spool.mark(spool.broken(job_id))  # the runner's producer drops what it read
         await run_in_threadpool(service.records.forget, job_id)
+        await run_in_threadpool(service.records.event, "refused", job_id, {})
         raise
     await run_in_threadpool(lambda: service.records.update(job_id, uploaded="1",
                                                            size=received.size))  # fmt: skip

@@ -475,6 +475,13 @@ def test_a_body_that_is_not_its_announced_digest_leaves_no_job(
         refused = http.put("/v1/jobs", params={"problem": "strgame"}, content=text,
                            headers={"Content-Digest": lie})  # fmt: skip
         assert "Content-Digest" in _json_error(refused, 400)
+        named = f"strgame-{hashlib.sha256(text.replace(b'a', b'b', 1)).hexdigest()[:24]}"
+        seen = []
+        for event in events(http, "0", named):  # followers learn it became no job
+            seen.append(event["type"])
+            if event["type"] == "refused":
+                break
+        assert seen[0] == "created" and "done" not in seen and "failed" not in seen, seen
         _json_error(http.put("/v1/jobs?problem=strgame", content=text,
                              headers={"Content-Digest": "sha-256=:short:"}), 400)  # fmt: skip
         assert http.get("/v1/jobs").json()["jobs"] == []
@@ -527,5 +534,26 @@ def test_a_worker_killed_during_an_http_job_is_recovered_from(
             ended = wait_until_ended(http, job, timeout=180)
             assert ended["state"] == "done", ended
             assert http.get(f"/v1/jobs/{job}/result").text == answers(STRGAME, text)
+    finally:
+        running.stop()
+
+
+def test_finished_jobs_and_their_results_are_kept_for_keep_seconds_only(
+    tmp_path: Path, redis_server: RedisServer, workers: Workers
+) -> None:
+    workers.start(concurrency=1)
+    running = Server(tmp_path, redis_server.url, server={"keep_seconds": 3}).start()
+    try:
+        with running.client() as http:
+            job = http.put("/v1/jobs", params={"problem": "strgame"},
+                           content=_text(STRGAME, 10).encode()).json()["id"]  # fmt: skip
+            assert wait_until_ended(http, job)["state"] == "done"
+            assert running.spool.joinpath("results", f"{job}.out").exists()
+            deadline = time.monotonic() + 20
+            while http.get(f"/v1/jobs/{job}").status_code != 404:
+                assert time.monotonic() < deadline
+                time.sleep(0.2)
+            assert not running.spool.joinpath("results", f"{job}.out").exists()
+            assert http.get("/v1/jobs").json()["jobs"] == []
     finally:
         running.stop()

@@ -331,6 +331,12 @@ function handleEvent(block) {
     if (state.grading && event.job === state.grading) refreshGrading();
     return;
   }
+  if (event.type === "refused") { // an upload that never became a job
+    const row = state.rows.get(event.job);
+    if (row) row.remove();
+    state.rows.delete(event.job);
+    return;
+  }
   if (event.type === "progress") {
     const row = state.rows.get(event.job);
     if (row) {
