@@ -176,7 +176,7 @@ class _Production:
             for chunk in chunk_cases(batches, self.problem.work, target_work, max_cases):
                 self._queue(chunk)
             if stream.rest_digest() != digest:  # answers of other bytes than the job's name
-                raise UsageError(f"cannot read {path}: the file changed while it was read")
+                raise UsageError(f"cannot read {name}: the file changed while it was read")
         self.store.add_invalid(self.job_id, self.invalid)  # an error after the last case
 
     def _queue(self, chunk: Chunk) -> None:

@@ -97,11 +97,14 @@ def events(client: httpx.Client, since: str, job: str | None = None) -> Iterator
             yield {"id": token, **json.loads(data)}
 
 
-def wait_until_ended(client: httpx.Client, job: str, timeout: float = 120) -> dict[str, Any]:
-    """The job once it is done, failed or cancelled (polled: the event tests check events)."""
+def wait_until_ended(
+    client: httpx.Client, job: str, timeout: float = 120, kind: str = "jobs"
+) -> dict[str, Any]:
+    """The job (or grading) once it is done, failed or cancelled (polled: the event tests
+    check events)."""
     deadline = time.monotonic() + timeout
     while True:
-        body: dict[str, Any] = client.get(f"/v1/jobs/{job}").json()
+        body: dict[str, Any] = client.get(f"/v1/{kind}/{job}").json()
         if body["state"] in ("done", "failed", "cancelled"):
             return body
         assert time.monotonic() < deadline, body

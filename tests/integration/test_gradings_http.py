@@ -22,7 +22,7 @@ from pipeline.local.redis_server import RedisServer
 from pipeline.registry import get_problem
 from tests.conftest import Workers
 from tests.helpers import answers, input_text, random_cases
-from tests.integration.server import Server
+from tests.integration.server import Server, wait_until_ended
 
 STRGAME = get_problem("strgame")
 
@@ -68,13 +68,7 @@ def _zip(files: dict[str, bytes]) -> bytes:
 
 
 def _ended(http: httpx.Client, grading: str) -> dict[str, Any]:
-    deadline = time.monotonic() + 120
-    while True:
-        body: dict[str, Any] = http.get(f"/v1/gradings/{grading}").json()
-        if body["state"] in ("done", "failed", "cancelled"):
-            return body
-        assert time.monotonic() < deadline, body
-        time.sleep(0.05)
+    return wait_until_ended(http, grading, kind="gradings")
 
 
 def test_an_archive_is_graded_by_the_grading_service_with_every_report(server: Server) -> None:

@@ -99,6 +99,15 @@ async function loadJobs() {
   for (const job of body.jobs.reverse()) showJob(job);
 }
 
+function progressBar(className, label, value) {
+  const bar = document.createElement("progress");
+  bar.max = 1;
+  bar.value = value;
+  bar.className = className;
+  bar.setAttribute("aria-label", label);
+  return bar;
+}
+
 function jobRow(id) {
   let row = state.rows.get(id);
   if (!row) {
@@ -107,20 +116,8 @@ function jobRow(id) {
     const name = cell(row, id);
     name.className = "name";
     cell(row, "", "state");
-    const uploaded = cell(row, "");
-    const bar = document.createElement("progress");
-    bar.max = 1;
-    bar.value = 1;
-    bar.className = "uploaded";
-    bar.setAttribute("aria-label", "bytes uploaded");
-    uploaded.appendChild(bar);
-    const solved = cell(row, "");
-    const cases = document.createElement("progress");
-    cases.max = 1;
-    cases.value = 0;
-    cases.className = "solved";
-    cases.setAttribute("aria-label", "cases solved");
-    solved.appendChild(cases);
+    cell(row, "").appendChild(progressBar("uploaded", "bytes uploaded", 1));
+    cell(row, "").appendChild(progressBar("solved", "cases solved", 0));
     const actions = cell(row, "");
     const download = document.createElement("button");
     download.type = "button";
