@@ -126,6 +126,7 @@ def test_a_job_spreads_over_worker_hosts_and_survives_losing_one(
     assert solve.returncode == 0, (tmp_path / "cli.log").read_text()[-2000:]
     assert out.read_text() == answers(problem, path.read_text())
     shares = {host: log.read_bytes().count(b"succeeded") for host, log in logs.items()}
-    # both hosts solved, and between them every chunk (w1's last ones may be lost with it)
+    # both hosts solved, and between them every chunk: only the one chunk w1 was running when
+    # it was cut may have stored its answers without w1 logging it (w2 then rightly skips it)
     assert shares["w1"] >= 200 and shares["w2"] > 0, shares
-    assert shares["w1"] + shares["w2"] >= 3000, shares
+    assert shares["w1"] + shares["w2"] >= 3000 - 1, shares
