@@ -149,8 +149,15 @@ def _grading_commands(sub: Any) -> None:
     p.add_argument("--scoreboard", type=Path, metavar="FILE", help="write a .csv or .json")
     p.add_argument("--scoring", metavar="FILE", help="YAML scoring groups (subtasks)")
     p.add_argument("--json", type=Path, metavar="REPORT", help="write the JSON report")
+    p.add_argument("--report-version", type=int, choices=(1, 2), default=2,
+                   help="JSON report version: 2 (default) a verdict string per file and"
+                   " its first mismatches; 1 an object per case")  # fmt: skip
     p.add_argument("--junit", type=Path, metavar="REPORT", help="write a JUnit XML report")
+    p.add_argument("--junit-cases", action="store_true",
+                   help="one JUnit testcase per case (default: one per file)")  # fmt: skip
     p.add_argument("--ignore-case", action="store_true", help="accept answers in any case")
+    p.add_argument("--keep-going", action="store_true",
+                   help="grade the other tests when one is invalid (exit status 2)")  # fmt: skip
     p.add_argument("-q", "--quiet", action="store_true", help="no progress display")
     _server_options(p)
 
@@ -485,7 +492,8 @@ def _cmd_grade(args: argparse.Namespace) -> int:
     problem = get_problem(args.problem)
     bulk = args.tests is not None or args.submissions is not None
     tests, subs, notes = _grade_layout(args, bulk)
-    outputs = grade_service.ReportFiles(args.json, args.junit, args.scoreboard)
+    outputs = grade_service.ReportFiles(args.json, args.junit, args.scoreboard,
+                                        args.report_version, args.junit_cases)  # fmt: skip
     graded = [t.input for t in tests] + [t.answers for t in tests if t.answers is not None]
     outputs.check(graded + [s.path for s in subs if s.path is not None])
     scoring = load_scoring(args.scoring) if args.scoring else Scoring()
@@ -495,13 +503,18 @@ def _cmd_grade(args: argparse.Namespace) -> int:
         from pipeline import remote
 
         solver = remote.grade_solver(args, url)
+
+    def report(run: grade_service.GradeRun) -> None:
+        grade_service.write_summary(sys.stdout, run, standings=bulk)
+        for test, error in sorted(run.found.broken.items()):
+            _err(f"error: test {escape.terminal(test)} not graded: {escape.terminal(error)}")
+        outputs.write(run)
+
     run = grade_service.grade(
         settings, problem, tests, subs, scoring=scoring, ignore_case=args.ignore_case,
-        quiet=args.quiet, solver=solver if url else None,
+        quiet=args.quiet, solver=solver if url else None, keep_going=args.keep_going, use=report,
     )  # fmt: skip
-    sys.stdout.write(grade_service.summary(problem, tests, run, standings=bulk))
-    outputs.write(problem, tests, run)
-    return 0 if run.all_accepted else 1
+    return run.exit_status()
 
 
 def _grade_layout(args: argparse.Namespace, bulk: bool) -> tuple[list[Any], list[Any], list[str]]:
@@ -541,8 +554,8 @@ def _cmd_diff(args: argparse.Namespace) -> int:
             doc = json.loads(path.read_text())
         except (OSError, ValueError) as exc:
             raise UsageError(f"cannot read report {path}: {exc}") from None
-        if not isinstance(doc, dict) or doc.get("version") != reports.REPORT_VERSION:
-            raise UsageError(f"{path} is not a version {reports.REPORT_VERSION} grading report")
+        if not isinstance(doc, dict) or doc.get("version") not in reports.REPORT_VERSIONS:
+            raise UsageError(f"{path} is not a grading report (version 1 or 2)")
         docs.append(doc)
     changes = reports.diff_reports(docs[0], docs[1])
     for line in changes:

@@ -1,19 +1,25 @@
-"""Grading runs: reference answers through the pipeline (cached by content), then verdicts."""
+"""Grading runs: answers through the pipeline, then each file compared by the workers, once
+(verdicts are kept by content), then reports streamed from the stored verdicts."""
 
 from __future__ import annotations
 
+import hashlib
 import io
 import os
-import stat
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Protocol, TextIO
 
-from pipeline import escape, files, reports, service, toolkit
+from pipeline import collector, comparing, escape, files, keys, reports, service, toolkit, verdicts
 from pipeline.config import Settings
-from pipeline.errors import InputError, Refused, UsageError
-from pipeline.grading import FileResult, Scoring, Standing, compare, scoreboard
+from pipeline.errors import InputError, JobLost, Refused, UsageError
+from pipeline.grading import CaseResult, Scoring, Standing
+from pipeline.messages import FORMAT, ComparePayload, Segment, encode_answer
 from pipeline.problem import Problem
+from pipeline.producer import Window
+from pipeline.progress import ProgressBar
+from pipeline.verdicts import FileVerdicts
 
 
 @dataclass(frozen=True)
@@ -40,21 +46,6 @@ class Submission:
     label: str
 
 
-@dataclass
-class GradeRun:
-    """Everything a grading run found."""
-
-    results: list[FileResult]
-    standings: list[Standing]
-    solved: dict[str, bool | None]  # test -> solved now (True), cached (False), a file (None)
-
-    @property
-    def all_accepted(self) -> bool:
-        """Every case of every submission accepted, and no output longer than its test
-        (what exit status 0 of `grade` promises)."""
-        return all(not r.mismatches() for r in self.results)
-
-
 @dataclass(frozen=True)
 class ReportFiles:
     """The report files a grading run writes (None: not wanted)."""
@@ -62,6 +53,8 @@ class ReportFiles:
     json: Path | None = None
     junit: Path | None = None
     scoreboard: Path | None = None  # .json, else CSV
+    version: int = reports.REPORT_VERSION  # of the JSON report (1: every case as an object)
+    junit_cases: bool = False  # one JUnit testcase per case (default: per file)
 
     def _paths(self) -> list[Path]:
         return [p for p in (self.json, self.junit, self.scoreboard) if p is not None]
@@ -74,75 +67,342 @@ class ReportFiles:
         for path in paths:
             files.check_output(path, graded)
 
-    def write(self, problem: Problem, tests: list[Test], run: GradeRun) -> None:
-        """Write every wanted report."""
+    def write(self, run: GradeRun) -> None:
+        """Write every wanted report, each streamed from the stored verdicts."""
         if self.json:
-            files.atomic_write(
-                self.json,
-                reports.json_report(problem.name, run.results, run.standings, run.solved),
+            files.write_atomically(
+                self.json, lambda out: reports.write_json(out, run, self.version)
             )
         if self.junit:
-            files.atomic_write(self.junit, reports.junit_report(run.results))
+            files.write_atomically(
+                self.junit, lambda out: reports.write_junit(out, run, per_case=self.junit_cases)
+            )
         if self.scoreboard:
             board = (
                 reports.scoreboard_json(run.standings)
                 if self.scoreboard.suffix == ".json"
-                else reports.scoreboard_csv(run.standings, [t.name for t in tests])
+                else reports.scoreboard_csv(run.standings, [t.name for t in run.tests])
             )
             files.atomic_write(self.scoreboard, board)
 
 
-def summary(problem: Problem, tests: list[Test], run: GradeRun, *, standings: bool) -> str:
-    """The text summary, with the input of each mismatch shown, then the standings."""
-    inputs = {t.name: t.input for t in tests}
-    wanted: dict[str, set[int]] = {}
-    for r in run.results:
-        shown = [c.index for c in r.mismatches()[: reports.SHOWN_MISMATCHES]]
-        wanted.setdefault(r.test, set()).update(shown)
-    texts = {name: toolkit.case_texts(problem, inputs[name], idx) for name, idx in wanted.items()}
-    text = reports.text_summary(run.results, lambda r, i: texts[r.test].get(i))
-    if standings:
-        text += reports.standings_text(run.standings)
-    return text
+Answers = tuple[list[str], bool] | str
+Solver = Callable[[list[Test]], list[Answers]]
+"""Answers of tests without answer files: each the answer lines and whether they were
+computed now (else cached), or the error line of a test whose input is invalid."""
 
 
-Solver = Callable[[list["Test"]], list[tuple[list[str], bool]]]
-"""Answers of tests without answer files, each with whether it was computed now (else cached)."""
+def grade(
+    settings: Settings, problem: Problem, tests: list[Test], submissions: list[Submission], *,
+    scoring: Scoring, ignore_case: bool, quiet: bool = False, solver: Solver | None = None,
+    keep_going: bool = False, use: Callable[[GradeRun], None] = lambda run: None,
+) -> GradeRun:  # fmt: skip
+    """Verdicts of every submission against the answers of its test, compared by the workers
+    (only files whose verdicts are not stored yet); `use` reads the run's verdicts (to write
+    reports) while they can be read. With `keep_going`, a test whose input is invalid marks
+    its submissions instead of stopping the grading."""
+    progress = ProgressBar("grade", enabled=not quiet)
+    contest = Contest(problem, tests, submissions, scoring, ignore_case)
+    try:
+        if solver is not None:  # a server's answers: the comparisons are made here
+            found = _found(problem, tests, solver, keep_going)
+            run = _run(contest, found, MemoryVerdicts(), lambda todo: _compare_here(todo, contest))
+            use(run)
+            return run
+        with service.cluster(settings) as c:
+            found = _found(problem, tests, _cluster_solver(c, problem, progress), keep_going)
+            store = RedisVerdicts(c.store.client, settings.result_ttl)
+            run = _run(contest, found, store, lambda todo: _compare_on(c, todo, contest, progress))
+            use(run)
+            return run
+    finally:
+        progress.close()
 
 
-def reference_answers(
-    settings: Settings, problem: Problem, tests: list[Test], quiet: bool,
-    solver: Solver | None = None,
-) -> tuple[dict[str, list[str]], dict[str, bool | None]]:  # fmt: skip
-    """Answers of every test: from its answer file, else from `solver` (default: solved, or
-    found cached, by the same orchestration as `solve`)."""
-    answers = {t.name: _read_answers(problem, t.answers) for t in tests if t.answers}
-    todo = [t for t in tests if t.answers is None]
-    solved: dict[str, bool | None] = dict.fromkeys(answers)
-    if not todo:
-        return answers, solved
-    found = (solver or (lambda todo: _solve_here(settings, problem, todo, quiet)))(todo)
-    for test, (lines, computed) in zip(todo, found, strict=True):
-        answers[test.name], solved[test.name] = lines, computed
-    return answers, solved
+@dataclass
+class Found:
+    """The answers of every test as codes, how they were found, and the tests refused."""
+
+    expected: dict[str, str]
+    solved: dict[str, bool | None]  # test -> solved now (True), cached (False), a file (None)
+    broken: dict[str, str]  # test -> why its answers could not be had
 
 
-def _solve_here(
-    settings: Settings, problem: Problem, todo: list[Test], quiet: bool
-) -> list[tuple[list[str], bool]]:
-    texts = {t.name: io.StringIO() for t in todo}
-    errors: list[str] = []
-    outcomes = service.run(
-        settings, problem, [service.FileJob(t.input, texts[t.name]) for t in todo],
-        errors.append, quiet=quiet, label="answers",
-    )  # fmt: skip
-    if errors:
-        raise Refused(errors[0].removeprefix("error: "))  # one line: the first bad test
-    found = []
-    for test, outcome in zip(todo, outcomes, strict=True):
-        assert outcome.job is not None
-        found.append((texts[test.name].getvalue().splitlines(), outcome.job.queued > 0))
+def _found(problem: Problem, tests: list[Test], solver: Solver, keep_going: bool) -> Found:
+    found = Found({}, {}, {})
+    todo = []
+    for test in tests:
+        if test.answers is None:
+            todo.append(test)
+            continue
+        try:
+            found.expected[test.name] = _codes(problem, _read_answers(problem, test.answers))
+            found.solved[test.name] = None
+        except InputError as exc:
+            if not keep_going:
+                raise
+            found.broken[test.name] = str(exc)
+    for test, answer in zip(todo, solver(todo) if todo else [], strict=True):
+        if isinstance(answer, str):
+            if not keep_going:
+                raise Refused(answer.removeprefix("error: "))  # one line: the first bad test
+            found.broken[test.name] = answer.removeprefix("error: ")
+            continue
+        found.expected[test.name] = _codes(problem, answer[0])
+        found.solved[test.name] = answer[1]
     return found
+
+
+def _codes(problem: Problem, words: list[str]) -> str:
+    index = {word: encode_answer(i) for i, word in enumerate(problem.answers)}
+    return "".join(index[word] for word in words)
+
+
+def _cluster_solver(c: service.Cluster, problem: Problem, progress: ProgressBar) -> Solver:
+    def solve(todo: list[Test]) -> list[Answers]:
+        texts = {t.name: io.StringIO() for t in todo}
+        outcomes = service.run_on(
+            c, problem, [service.FileJob(t.input, texts[t.name]) for t in todo],
+            lambda line: None, keep_going=False, lane="auto", progress=progress,
+        )  # fmt: skip
+        found: list[Answers] = []
+        for test, outcome in zip(todo, outcomes, strict=True):
+            if outcome.job is None:
+                found.append(outcome.error or f"error: {test.input}: not solved")
+            else:
+                found.append((texts[test.name].getvalue().splitlines(), outcome.job.queued > 0))
+        return found
+
+    return solve
+
+
+def file_key(problem: Problem, expected: str, ignore_case: bool, digest: str) -> str:
+    """What a file's verdicts depend on, hashed: the answers, the rules and its bytes."""
+    answers = hashlib.sha256(expected.encode()).hexdigest()
+    what = f"{FORMAT}:{verdicts.KEPT}:{problem.name}:{int(ignore_case)}:{answers}:{digest}"
+    return hashlib.sha256(what.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Contest:
+    """What is graded, and by which rules."""
+
+    problem: Problem
+    tests: list[Test]
+    submissions: list[Submission]
+    scoring: Scoring
+    ignore_case: bool
+
+
+def _run(
+    contest: Contest, found: Found, store: VerdictStore,
+    compare: Callable[[list[comparing.Output]], Iterator[FileVerdicts]],
+) -> GradeRun:  # fmt: skip
+    problem, ignore_case = contest.problem, contest.ignore_case
+    outputs: list[comparing.Output | None] = []
+    for sub in contest.submissions:
+        expected = found.expected.get(sub.test)
+        if expected is None:
+            outputs.append(None)
+            continue
+        digest = comparing.digest_of(sub.path)
+        key = file_key(problem, expected, ignore_case, digest)
+        outputs.append(comparing.Output(key, sub.path, expected, digest))
+    listed = [o for o in outputs if o is not None]
+    known = store.known([o.key for o in listed])
+    todo = list({o.key: o for o, k in zip(listed, known, strict=True) if not k}.values())
+    if todo:
+        for output, result in zip(todo, compare(todo), strict=True):
+            store.put(output.key, result)
+    run = GradeRun(contest, outputs, found, store)
+    run.count()
+    return run
+
+
+def _compare_on(
+    c: service.Cluster, todo: list[comparing.Output], contest: Contest, progress: ProgressBar
+) -> Iterator[FileVerdicts]:
+    """The verdicts of `todo`, compared by the cluster's workers in one comparison job."""
+    problem, ignore_case = contest.problem, contest.ignore_case
+    job_id = comparing.job_id_for(problem.name, todo)
+    s = c.settings
+    if not comparing.open_job(c.store, job_id, problem.name, len(todo), s.chunk.max_cases):
+        window = Window(c.store, job_id, s, lambda p: c.check(), chunks=s.chunk.window)
+        try:
+            chunks, cases = comparing.produce(
+                c.store, c.send, job_id, todo, problem=problem.name, ignore_case=ignore_case,
+                window=window if s.chunk.window else None, on_cases=progress.add_total,
+            )  # fmt: skip
+        except UsageError:
+            c.store.delete(job_id)
+            raise
+        comparing.finish_production(c.store, job_id, chunks, cases)
+    service.wait(c, job_id, timeout=None, progress=progress)
+    yield from comparing.gather(c.store, job_id, todo)
+    collector.finish(c.store, job_id, s.result_ttl)
+
+
+def _compare_here(todo: list[comparing.Output], contest: Contest) -> Iterator[FileVerdicts]:
+    """The verdicts of `todo`, compared in this process a file at a time (with the workers'
+    code): for `grade --server`, whose machine may not reach Redis."""
+    from workers.runner import compare_chunk
+
+    problem, ignore_case = contest.problem, contest.ignore_case
+    for output in todo:
+        result = FileVerdicts()
+
+        def fold(segments: list[Segment], result: FileVerdicts = result) -> None:
+            payload = ComparePayload(problem.name, ignore_case, segments)
+            for _, codes, shown, extra in comparing.segments_of(*compare_chunk(problem, payload)):
+                comparing.add(result, codes, shown, extra)
+
+        packer = comparing.Packer(fold, comparing.CHUNK_CASES)
+        if output.path is None:
+            packer.file(0, output.expected, iter(()))
+        else:
+            with comparing.open_output(output.path) as stream:
+                packer.file(0, output.expected, comparing.LineReader(stream).blocks())
+        packer.flush()
+        yield result
+
+
+class VerdictStore(Protocol):
+    """Where each file's verdicts are kept by key: Redis, or a dict."""
+
+    def known(self, keys: list[str]) -> list[bool]: ...
+    def put(self, key: str, verdicts: FileVerdicts) -> None: ...
+    def get_many(self, keys: list[str]) -> list[FileVerdicts | None]: ...
+
+
+class MemoryVerdicts:
+    """Verdicts in this process, stored as they are in Redis."""
+
+    def __init__(self) -> None:
+        self._kept: dict[str, str] = {}
+
+    def known(self, keys: list[str]) -> list[bool]:
+        return [key in self._kept for key in keys]
+
+    def put(self, key: str, verdicts: FileVerdicts) -> None:
+        self._kept[key] = verdicts.encode()
+
+    def get_many(self, keys: list[str]) -> list[FileVerdicts | None]:
+        return [FileVerdicts.decode(self._kept[k]) if k in self._kept else None for k in keys]
+
+
+class RedisVerdicts:
+    """Verdicts in Redis (`gb:verdicts:{key}`), kept for `ttl` seconds after each use."""
+
+    BATCH = 500  # keys per round trip
+
+    def __init__(self, client: Any, ttl: int) -> None:
+        self.client, self.ttl = client, ttl
+
+    def known(self, keys_: list[str]) -> list[bool]:
+        found: list[bool] = []
+        for start in range(0, len(keys_), self.BATCH):
+            with self.client.pipeline(transaction=False) as pipe:
+                for key in keys_[start : start + self.BATCH]:
+                    pipe.expire(keys.verdicts(key), self.ttl)  # 1 when it exists
+                found += [bool(n) for n in pipe.execute()]
+        return found
+
+    def put(self, key: str, verdicts: FileVerdicts) -> None:
+        self.client.set(keys.verdicts(key), verdicts.encode(), ex=self.ttl)
+
+    def get_many(self, keys_: list[str]) -> list[FileVerdicts | None]:
+        raw = self.client.mget([keys.verdicts(key) for key in keys_]) if keys_ else []
+        return [None if value is None else FileVerdicts.decode(value) for value in raw]
+
+
+@dataclass
+class GradeRun:
+    """A grading: its files, where their verdicts are, and the totals counted from them."""
+
+    contest: Contest
+    outputs: list[comparing.Output | None]  # per submission; None: its test is broken
+    found: Found
+    store: VerdictStore
+    standings: list[Standing] = field(default_factory=list)
+    wrong_files: int = 0
+    wrong_cases: int = 0
+    case_texts: dict[str, dict[int, str]] = field(default_factory=dict)  # of shown mismatches
+
+    BYTES = 16 << 20  # verdict letters read from the store at once, about
+
+    @property
+    def problem(self) -> Problem:
+        """The game."""
+        return self.contest.problem
+
+    @property
+    def tests(self) -> list[Test]:
+        """The tests, in order."""
+        return self.contest.tests
+
+    def graded(self) -> Iterator[tuple[Submission, FileVerdicts | None]]:
+        """Every submission with its verdicts (None: its test is broken), read in batches."""
+        batch: list[int] = []
+        size = 0
+        for i, output in enumerate(self.outputs):
+            batch.append(i)
+            size += len(output.expected) if output else 0
+            if size >= self.BYTES or len(batch) >= RedisVerdicts.BATCH:
+                yield from self._read(batch)
+                batch, size = [], 0
+        yield from self._read(batch)
+
+    def _read(self, batch: list[int]) -> Iterator[tuple[Submission, FileVerdicts | None]]:
+        wanted = [o.key for i in batch if (o := self.outputs[i]) is not None]
+        found = iter(self.store.get_many(wanted))
+        for i in batch:
+            result = next(found) if self.outputs[i] is not None else None
+            if self.outputs[i] is not None and result is None:
+                raise JobLost("Redis lost verdicts of this grading: grade again")
+            yield self.contest.submissions[i], result
+
+    def count(self) -> None:
+        """The scoreboard, the totals and the inputs of the mismatches that reports show."""
+        board = verdicts.Board(self.contest.scoring)
+        wanted: dict[str, set[int]] = {}
+        for sub, result in self.graded():
+            if result is None:
+                continue
+            board.add(sub.contestant, sub.test, result.codes)
+            self.wrong_files += result.wrong > 0
+            self.wrong_cases += result.wrong
+            wanted.setdefault(sub.test, set()).update(i for i, _ in result.shown)
+        self.standings = board.standings()
+        inputs = {t.name: t.input for t in self.tests}
+        self.case_texts = {name: toolkit.case_texts(self.problem, inputs[name], idx,
+                                                    reports.INPUT_CHARS)
+                           for name, idx in wanted.items()}  # fmt: skip
+
+    @property
+    def all_accepted(self) -> bool:
+        """Every case of every submission accepted, and no output longer than its test
+        (what exit status 0 of `grade` promises)."""
+        return self.wrong_files == 0 and not self.found.broken
+
+    def exit_status(self) -> int:
+        """0 all accepted, 1 some wrong, 2 some test could not be graded (--keep-going)."""
+        return 2 if self.found.broken else 0 if self.all_accepted else 1
+
+    def score(self, sub: Submission, result: FileVerdicts) -> tuple[float, float]:
+        """One file's score and maximum, on its own."""
+        return verdicts.score(self.contest.scoring, {sub.test: result.codes})
+
+    def mismatches(self, sub: Submission, result: FileVerdicts) -> list[CaseResult]:
+        """The kept mismatches of a file (EXTRA last)."""
+        expected = self.found.expected[sub.test]
+        return result.first_mismatches(expected, self.problem.answers)
+
+
+def write_summary(out: TextIO, run: GradeRun, *, standings: bool) -> None:
+    """The text summary, with the input of each mismatch shown, then the standings."""
+    reports.write_text_summary(out, run)
+    if standings:
+        out.write(reports.standings_text(run.standings))
 
 
 def _read_answers(problem: Problem, path: Path) -> list[str]:
@@ -158,54 +418,6 @@ def _read_answers(problem: Problem, path: Path) -> list[str]:
                 file=str(path),
             )
     return words
-
-
-def grade(
-    settings: Settings,
-    problem: Problem,
-    tests: list[Test],
-    submissions: list[Submission],
-    *,
-    scoring: Scoring,
-    ignore_case: bool,
-    quiet: bool = False,
-    solver: Solver | None = None,
-) -> GradeRun:
-    """Verdicts of every submission against the answers of its test."""
-    answers, solved = reference_answers(settings, problem, tests, quiet, solver)
-    results = []
-    for sub in submissions:
-        expected = answers[sub.test]
-        output = output_lines(sub.path) if sub.path else iter(())
-        cases = compare(expected, output, ignore_case=ignore_case)
-        result = FileResult(sub.label, sub.test, sub.contestant, cases)
-        result.score, result.max_score = scoring.score({sub.test: cases})
-        results.append(result)
-    return GradeRun(results, scoreboard(results, scoring), solved)
-
-
-MAX_LINE = 4096  # bytes of an output line held and judged; a longer line cannot be right
-
-
-def output_lines(path: Path) -> Iterator[str]:
-    """The lines of a submission file, each cut at MAX_LINE bytes, read as a stream.
-
-    Only a regular file is read, and a symbolic link is not followed (O_NOFOLLOW), even if
-    the file was swapped for one after the folder was listed.
-    """
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError as exc:
-        raise UsageError(f"cannot read {path}: {exc.strerror}") from None
-    with os.fdopen(fd, "rb") as stream:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise UsageError(f"cannot read {path}: not a regular file")
-        while line := stream.readline(MAX_LINE + 1):
-            if len(line) > MAX_LINE and not line.endswith(b"\n"):
-                while (rest := stream.readline(1 << 16)) and not rest.endswith(b"\n"):
-                    pass  # the rest of an overlong line is skipped, never held
-                line = line[:MAX_LINE] + b"..."
-            yield line.decode("utf-8", "replace")
 
 
 def bulk_layout(

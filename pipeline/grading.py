@@ -1,4 +1,5 @@
-"""Grading: per-case verdicts of an output against the answers, scoring groups, scoreboards."""
+"""Grading rules: per-case verdicts of an output against the answers (the in-process reference
+of `pipeline.verdicts`), scoring groups, standings."""
 
 from __future__ import annotations
 
@@ -86,9 +87,13 @@ class Group:
     tests: tuple[str, ...] = ("*",)  # test names or globs
     cases: tuple[tuple[int, int], ...] = ()  # inclusive ranges; empty: every case
 
+    def covers_test(self, test: str) -> bool:
+        """Whether some cases of `test` belong to the group."""
+        return any(fnmatch.fnmatchcase(test, pattern) for pattern in self.tests)
+
     def covers(self, test: str, index: int) -> bool:
         """Whether case `index` of `test` belongs to the group."""
-        if not any(fnmatch.fnmatchcase(test, pattern) for pattern in self.tests):
+        if not self.covers_test(test):
             return False
         return not self.cases or any(lo <= index <= hi for lo, hi in self.cases)
 
@@ -98,6 +103,11 @@ class Scoring:
     """One point per accepted case, or the points of the groups whose cases are all AC."""
 
     groups: tuple[Group, ...] = ()
+
+    @property
+    def max_score(self) -> float:
+        """The points of every group."""
+        return float(sum(group.points for group in self.groups))
 
     def score(self, results: dict[str, list[CaseResult]]) -> tuple[float, float]:
         """(score, maximum) of one contestant's results, by test name."""
@@ -126,45 +136,6 @@ def _total(cases: list[CaseResult]) -> int:
 
 
 @dataclass
-class FileResult:
-    """The grading of one output file."""
-
-    path: str
-    test: str
-    contestant: str
-    cases: list[CaseResult]
-    score: float = 0.0
-    max_score: float = 0.0
-
-    @property
-    def accepted(self) -> int:
-        """Cases with AC."""
-        return _accepted(self.cases)
-
-    @property
-    def total(self) -> int:
-        """Cases of the test."""
-        return _total(self.cases)
-
-    def mismatches(self) -> list[CaseResult]:
-        """Every verdict but AC, in order."""
-        return [case for case in self.cases if case.verdict != Verdict.AC]
-
-    def as_dict(self) -> dict[str, Any]:
-        """The report form."""
-        return {
-            "path": self.path,
-            "test": self.test,
-            "contestant": self.contestant,
-            "accepted": self.accepted,
-            "total": self.total,
-            "score": self.score,
-            "max_score": self.max_score,
-            "cases": [case.as_dict() for case in self.cases],
-        }
-
-
-@dataclass
 class Standing:
     """A contestant's line of the scoreboard."""
 
@@ -177,17 +148,3 @@ class Standing:
     def total_accepted(self) -> int:
         """Accepted cases over every test."""
         return sum(self.accepted.values())
-
-
-def scoreboard(results: list[FileResult], scoring: Scoring) -> list[Standing]:
-    """Standings, best first (score, then accepted cases, then name)."""
-    by_contestant: dict[str, list[FileResult]] = {}
-    for result in results:
-        by_contestant.setdefault(result.contestant, []).append(result)
-    standings = []
-    for contestant, files in by_contestant.items():
-        score, maximum = scoring.score({f.test: f.cases for f in files})
-        accepted = {f.test: f.accepted for f in files}
-        standings.append(Standing(contestant, score, maximum, accepted))
-    standings.sort(key=lambda s: (-s.score, -s.total_accepted, s.contestant))
-    return standings

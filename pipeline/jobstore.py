@@ -247,8 +247,9 @@ class JobStore:
         value = self.client.hget(keys.job_field(job_id, "cursor"), str(index))
         return None if value is None else int(value)
 
-    def save_answers(self, job_id: str, index: int, codes: str) -> bool:
-        """Store answers atomically and once; False for a duplicate or a vanished job."""
+    def save_answers(self, job_id: str, index: int, codes: str, details: str = "") -> bool:
+        """Store answers (and a comparison chunk's details) atomically and once; False for a
+        duplicate or a vanished job."""
         keys_ = [
             keys.job(job_id),
             keys.answers(job_id),
@@ -256,8 +257,9 @@ class JobStore:
             keys.job_field(job_id, "attempts"),
             keys.job_field(job_id, "cursor"),
             keys.lease(job_id, index),
+            keys.job_field(job_id, "details"),
         ]
-        return bool(self._save(keys=keys_, args=[index, codes]) == 1)
+        return bool(self._save(keys=keys_, args=[index, codes, details]) == 1)
 
     def fail_chunk(self, job_id: str, index: int, reason: str) -> None:
         """Record that a chunk cannot be solved."""
@@ -327,6 +329,19 @@ class JobStore:
                 if value is None:
                     raise LookupError(f"chunk {index} of job {job_id} has no answers")
                 yield value.decode("ascii")
+
+    def iter_details(self, job_id: str, chunks: int) -> Iterator[tuple[str, str]]:
+        """Every chunk's answer codes with its details, in chunk order."""
+        for start in range(0, chunks, _ANSWER_BATCH):
+            fields = [str(i) for i in range(start, min(start + _ANSWER_BATCH, chunks))]
+            with self.client.pipeline(transaction=False) as pipe:
+                pipe.hmget(keys.answers(job_id), fields)
+                pipe.hmget(keys.job_field(job_id, "details"), fields)
+                codes, details = pipe.execute()
+            for index, code, detail in zip(fields, codes, details, strict=True):
+                if code is None:
+                    raise LookupError(f"chunk {index} of job {job_id} has no answers")
+                yield code.decode("ascii"), (detail or b"").decode()
 
     # --- life cycle -------------------------------------------------------------------------
 

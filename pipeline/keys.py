@@ -5,10 +5,13 @@ gb:job:{job}              hash   manifest: problem, input, state, created, chunk
                                  chunk is queued), done_chunks, done_cases, started and
                                  answered (Redis clock at the first chunk's start and at
                                  the latest answers)
-gb:job:{job}:in:{i}       string JSON payload of chunk i ({"format", "problem", "first", "cases"});
+gb:job:{job}:in:{i}       string JSON payload of chunk i ({"format", "problem", "first", "cases"},
+                                 or a comparison chunk's {"kind": "compare", "segments", ...});
                                  deleted when its answers are stored
 gb:job:{job}:out          hash   chunk index -> answer codes, one ASCII character per case
                                  (messages.ANSWER_CODES; "-" for an invalid case); written once
+gb:job:{job}:details      hash   of a comparison job: chunk index -> JSON, per segment its file,
+                                 cases, first mismatches and extra output; written with :out
 gb:job:{job}:errors       hash   chunk index -> why the chunk failed for good
 gb:job:{job}:attempts     hash   chunk index -> runs started (removed once answered)
 gb:job:{job}:requeued     hash   chunk index -> attempts seen when last re-queued
@@ -18,6 +21,9 @@ gb:job:{job}:invalid      list   errors of invalid cases let through by --keep-g
 gb:jobs                   zset   job ids by creation time
 gb:sweep                  string worker looking for lost chunks this round; expires
 gb:table:{name}           string shared tables (Grundy tables), computed once per cluster
+gb:verdicts:{key}         string one output file's verdicts (JSON: letters, first mismatches,
+                                 extra output), keyed by what they depend on (see
+                                 grade_service.file_key); expire after result_ttl
 gb:api:job:{job}          hash   the HTTP service's record of an uploaded job: name as
                                  uploaded, state, error, result checksum, callback state
 gb:api:jobs               zset   uploaded job ids by upload time (the listing's order)
@@ -35,7 +41,8 @@ and `{queue}.bulk` (setting `queue`), `unacked`, `unacked_index`, `_kombu.bindin
 replies of `status`'s worker ping.
 
 A job id {job} is `<problem>-<24 hex digits of the input's SHA-256>`, with `-keep-going`
-for a job that lets invalid cases through: nothing else is ever a job id.
+for a job that lets invalid cases through, or `compare.<problem>-<24 hex digits>` for a grading's
+comparison job (the digits hash the keys of its files): nothing else is ever a job id.
 """
 
 from __future__ import annotations
@@ -81,7 +88,7 @@ def lease_prefix(job_id: str) -> str:
 
 
 def job_field(job_id: str, name: str) -> str:
-    """One of the job's per-chunk hashes: out, errors, attempts, requeued, cursor."""
+    """One of the job's per-chunk hashes: out, details, errors, attempts, requeued, cursor."""
     return f"{PREFIX}:job:{job_id}:{name}"
 
 
@@ -97,8 +104,13 @@ def errors(job_id: str) -> str:
 
 def per_chunk(job_id: str) -> list[str]:
     """Every key of a job besides its manifest, payloads and leases."""
-    names = ("out", "errors", "attempts", "requeued", "cursor", "invalid")
+    names = ("out", "details", "errors", "attempts", "requeued", "cursor", "invalid")
     return [job_field(job_id, n) for n in names]
+
+
+def verdicts(key: str) -> str:
+    """One output file's stored verdicts."""
+    return f"{PREFIX}:verdicts:{key}"
 
 
 def table(name: str) -> str:

@@ -23,6 +23,7 @@ class _Job:
     attempts: dict[int, int] = field(default_factory=dict)
     requeued: dict[int, int] = field(default_factory=dict)
     cursor: dict[int, int] = field(default_factory=dict)
+    details: dict[int, str] = field(default_factory=dict)
     invalid: list[str] = field(default_factory=list)
     payloads: dict[int, bytes] = field(default_factory=dict)
     leases: dict[int, float] = field(default_factory=dict)  # index -> expiry on the clock
@@ -166,8 +167,8 @@ class MemoryStore:
         job = self._live(job_id)
         return job.cursor.get(index) if job else None
 
-    def save_answers(self, job_id: str, index: int, codes: str) -> bool:
-        """Store answers once; False for a duplicate or a vanished job."""
+    def save_answers(self, job_id: str, index: int, codes: str, details: str = "") -> bool:
+        """Store answers (and details) once; False for a duplicate or a vanished job."""
         job = self._live(job_id)
         if job is None:
             return False
@@ -179,6 +180,8 @@ class MemoryStore:
         if state is None or state == JobState.CANCELLED.value or index in job.answers:
             return False
         job.answers[index] = codes
+        if details:
+            job.details[index] = details
         m = job.manifest
         m["done_chunks"] = str(int(m.get("done_chunks", 0)) + 1)
         m["done_cases"] = str(int(m.get("done_cases", 0)) + len(codes))
@@ -223,6 +226,12 @@ class MemoryStore:
             if job is None or index not in job.answers:
                 raise LookupError(f"chunk {index} of job {job_id} has no answers")
             yield job.answers[index]
+
+    def iter_details(self, job_id: str, chunks: int) -> Iterator[tuple[str, str]]:
+        """Every chunk's answers with its details, in chunk order."""
+        job = self._live(job_id)
+        for index, codes in enumerate(self.iter_answers(job_id, chunks)):
+            yield codes, job.details.get(index, "") if job else ""
 
     # --- keep-going errors ------------------------------------------------------------------
 

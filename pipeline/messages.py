@@ -32,7 +32,8 @@ def answer_lines(words: tuple[str, ...], invalid_word: str) -> dict[int, str]:
 # Bumped whenever the payload or a game's case encoding changes, so that a worker of another
 # gamebatch version fails the chunk with a clear reason instead of misreading it.
 # 2: strgame strings are joined by spaces (they were joined by newlines).
-FORMAT = 2
+# 3: comparison chunks of grading jobs (ComparePayload) beside solving chunks.
+FORMAT = 3
 
 
 MAX_CHUNKS = 1 << 40  # no job has more chunks: a larger index is not a chunk
@@ -76,15 +77,65 @@ class ChunkPayload:
     @classmethod
     def decode(cls, data: bytes) -> ChunkPayload:
         """Parse and check the shape; raise BadPayload otherwise."""
-        try:
-            doc = json.loads(data)
-            version = doc.get("format", 1)
-            payload = cls(str(doc["problem"]), int(doc["first"]), list(doc["cases"]))
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise BadPayload(f"malformed chunk payload: {exc}") from None
-        if version != FORMAT:
-            raise BadPayload(
-                f"chunk payload of format {version} where this worker reads format {FORMAT}:"
-                " run the same gamebatch version on every machine"
-            )
+        payload = decode_payload(data)
+        if not isinstance(payload, ChunkPayload):
+            raise BadPayload("a comparison chunk where a solving chunk was expected")
         return payload
+
+
+@dataclass(frozen=True)
+class Segment:
+    """Consecutive cases of one output file in a comparison chunk."""
+
+    file: int  # the file's place in its grading job
+    first: int  # number of the first case
+    expected: str  # answer codes of the cases
+    lines: list[str]  # the file's non-blank lines for them, stripped (fewer at its end)
+    extra: tuple[str, int] | None = None  # at the file's end: a line past the last case, and
+    # how many more there are
+
+
+@dataclass(frozen=True)
+class ComparePayload:
+    """Segments of output files to compare with their answers, case by case."""
+
+    problem: str
+    ignore_case: bool
+    segments: list[Segment]
+
+    def encode(self) -> bytes:
+        """Compact JSON; a segment's lines travel as one string (they hold no newline)."""
+        segments = [[s.file, s.first, s.expected, "\n".join(s.lines), s.extra]
+                    for s in self.segments]  # fmt: skip
+        doc = {"format": FORMAT, "kind": "compare", "problem": self.problem,
+               "ignore_case": self.ignore_case, "segments": segments}  # fmt: skip
+        return json.dumps(doc, separators=(",", ":")).encode()
+
+
+def decode_payload(data: bytes) -> ChunkPayload | ComparePayload:
+    """A solving or a comparison chunk, shape checked; raise BadPayload otherwise."""
+    try:
+        doc = json.loads(data)
+        version = doc.get("format", 1)
+        if version == FORMAT and doc.get("kind") == "compare":
+            return _compare_payload(doc)
+        payload = ChunkPayload(str(doc["problem"]), int(doc["first"]), list(doc["cases"]))
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise BadPayload(f"malformed chunk payload: {exc}") from None
+    if version != FORMAT:
+        raise BadPayload(
+            f"chunk payload of format {version} where this worker reads format {FORMAT}:"
+            " run the same gamebatch version on every machine"
+        )
+    return payload
+
+
+def _compare_payload(doc: dict[str, Any]) -> ComparePayload:
+    segments = []
+    for file, first, expected, text, extra in doc["segments"]:
+        if not isinstance(expected, str) or not isinstance(text, str):
+            raise TypeError("a segment's answers and lines are strings")
+        lines = text.split("\n") if text else []
+        shown = (str(extra[0]), int(extra[1])) if extra else None
+        segments.append(Segment(int(file), int(first), expected, lines, shown))
+    return ComparePayload(str(doc["problem"]), bool(doc["ignore_case"]), segments)

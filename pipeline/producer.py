@@ -98,7 +98,7 @@ def submit(
         return Submitted(job_id, path, progress.total or 0, progress.chunks, 0, keep_going)
     run = _Production(problem, store, send, job_id, keep_going=keep_going, on_cases=on_cases)
     if window:
-        run.window = _Window(store, job_id, settings, on_progress, chunks=window)
+        run.window = Window(store, job_id, settings, on_progress, chunks=window)
     try:
         opener = source.open if source is not None else lambda _: path.open("rb")
         run.read(path, digest, settings, int(manifest["target_work"]), int(manifest["max_cases"]),
@@ -155,7 +155,7 @@ class _Production:
     ) -> None:  # fmt: skip
         self.problem, self.store, self.send, self.job_id = problem, store, send, job_id
         self.keep_going, self.on_cases = keep_going, on_cases
-        self.window: _Window | None = None
+        self.window: Window | None = None
         self.answered = store.answered(job_id)  # by an earlier run: not queued again
         self.invalid: list[str] = []
         self.queued = self.total = self.chunks = 0
@@ -214,7 +214,7 @@ class _HashingReader:
         return self._hash.hexdigest()
 
 
-class _Window:
+class Window:
     """Chunks this run queued that have no answers yet, bounded in number and in bytes."""
 
     def __init__(

@@ -123,18 +123,23 @@ def _invalid_status(
 
 def grade_solver(args: argparse.Namespace, url: str) -> Callable[[list[Any]], list[Any]]:
     """The answers of `grade`'s tests from the server: each test input uploaded (a known one
-    is answered from its earlier job) and its result downloaded."""
+    is answered from its earlier job) and its result downloaded; a refused input as its error
+    line."""
 
-    def solve(tests: list[Any]) -> list[tuple[list[str], bool]]:
+    def solve(tests: list[Any]) -> list[tuple[list[str], bool] | str]:
         client = _client(args, url)
         progress = ProgressBar("answers", enabled=not args.quiet)
-        found = []
+        found: list[tuple[list[str], bool] | str] = []
         try:
             for test in tests:
-                job = client.upload(test.input, args.problem, lane="auto", keep_going=False)
-                computed = job["state"] != "done"
-                text = io.StringIO()
-                client.download(ended_well(client.follow(job, progress), test.input), text)
+                try:
+                    job = client.upload(test.input, args.problem, lane="auto", keep_going=False)
+                    computed = job["state"] != "done"
+                    text = io.StringIO()
+                    client.download(ended_well(client.follow(job, progress), test.input), text)
+                except RemoteInputError as exc:
+                    found.append(f"error: {exc}")
+                    continue
                 found.append((text.getvalue().splitlines(), computed))
         finally:
             progress.close()

@@ -5,44 +5,47 @@ from __future__ import annotations
 import csv
 import io
 import json
-import xml.etree.ElementTree as ET
-from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, TextIO
+from xml.sax.saxutils import quoteattr
 
 from pipeline import escape
-from pipeline.grading import FileResult, Standing, Verdict
+from pipeline.grading import CaseResult, Standing, Verdict
+from pipeline.verdicts import VERDICT_OF, FileVerdicts
 
-REPORT_VERSION = 1
-SHOWN_MISMATCHES = 3
+if TYPE_CHECKING:
+    from pipeline.grade_service import GradeRun, Submission
+
+REPORT_VERSION = 2  # of the JSON report; 1 (every case an object) by `grade --report-version 1`
+SHOWN_MISMATCHES = 3  # per file in the text summary
+INPUT_CHARS = 100  # of a mismatched case's input, shown
 
 
-def text_summary(
-    results: list[FileResult], case_text: Callable[[FileResult, int], str | None]
-) -> str:
+def write_text_summary(out: TextIO, run: GradeRun) -> None:
     """Per file: accepted/total, score and the first mismatches with their case's input."""
-    out = []
-    for r in results:
-        out.append(
-            f"{escape.terminal(r.path)}: {r.accepted}/{r.total} accepted,"
-            f" score {r.score:g}/{r.max_score:g}"
-        )
-        wrong = r.mismatches()
-        for case in wrong[:SHOWN_MISMATCHES]:
+    for sub, result in run.graded():
+        path = escape.terminal(sub.label)
+        if result is None:
+            out.write(f"{path}: not graded: {escape.terminal(run.found.broken[sub.test])}\n")
+            continue
+        score, maximum = run.score(sub, result)
+        out.write(f"{path}: {result.accepted}/{result.total} accepted,"
+                  f" score {score:g}/{maximum:g}\n")  # fmt: skip
+        for case in run.mismatches(sub, result)[:SHOWN_MISMATCHES]:
             if case.verdict == Verdict.EXTRA:
                 extra = escape.terminal(case.found or "")
-                out.append(f"  EXTRA output after case {case.index - 1}: {extra}")
+                out.write(f"  EXTRA output after case {case.index - 1}: {extra}\n")
                 continue
-            found = "end of file" if case.found is None else repr(case.found)
-            out.append(
-                f"  case {case.index}: {case.verdict.value}, expected {case.expected!r},"
-                f" found {found}"
-            )
-            shown = case_text(r, case.index)
+            out.write(f"  case {case.index}: {case.verdict.value}, expected {case.expected!r},"
+                      f" found {_found(case)}\n")  # fmt: skip
+            shown = run.case_texts.get(sub.test, {}).get(case.index)
             if shown:
-                out.append(f"    input: {escape.terminal(shown)}")
-        if len(wrong) > SHOWN_MISMATCHES:
-            out.append(f"  ... and {len(wrong) - SHOWN_MISMATCHES} more")
-    return "\n".join(out) + "\n"
+                out.write(f"    input: {escape.terminal(shown)}\n")
+        if result.wrong > SHOWN_MISMATCHES:
+            out.write(f"  ... and {result.wrong - SHOWN_MISMATCHES} more\n")
+
+
+def _found(case: CaseResult) -> str:
+    return "end of file" if case.found is None else repr(case.found)
 
 
 def standings_text(standings: list[Standing]) -> str:
@@ -54,26 +57,60 @@ def standings_text(standings: list[Standing]) -> str:
     )
 
 
-def json_report(
-    problem: str,
-    results: list[FileResult],
-    standings: list[Standing] | None = None,
-    solved: dict[str, bool | None] | None = None,
-) -> str:
-    """The versioned JSON report; `solved`: per test, whether the pipeline computed its
-    answers now (True), found them cached (False) or they came from a file (None)."""
-    doc: dict[str, Any] = {
-        "version": REPORT_VERSION,
-        "problem": problem,
-        "answers": [
-            {"test": name, "source": _SOURCES[fresh]}
-            for name, fresh in sorted((solved or {}).items())
-        ],
-        "submissions": [r.as_dict() for r in results],
-    }
-    if standings is not None:
-        doc["scoreboard"] = [_standing_dict(s) for s in standings]
-    return json.dumps(doc, indent=1) + "\n"
+def write_json(out: TextIO, run: GradeRun, version: int = REPORT_VERSION) -> None:
+    """The versioned JSON report, written a submission at a time. Version 2 gives each file's
+    verdicts as a string (a letter per case) and its first mismatches with the case's input;
+    version 1 an object per case. `answers` says per test whether the pipeline computed them
+    now, found them cached, or read them from a file."""
+    answers = [{"test": name, "source": _SOURCES[fresh]}
+               for name, fresh in sorted(run.found.solved.items())]  # fmt: skip
+    head: dict[str, Any] = {"version": version, "problem": run.problem.name, "answers": answers}
+    if run.found.broken:
+        head["invalid_tests"] = [
+            {"test": t, "error": e} for t, e in sorted(run.found.broken.items())
+        ]
+    out.write(json.dumps(head, indent=1)[:-2] + ',\n "submissions": [')
+    for n, (sub, result) in enumerate(run.graded()):
+        doc = _submission_v2(run, sub, result) if version == 2 else _submission_v1(run, sub, result)
+        out.write(("," if n else "") + "\n  " + json.dumps(doc, separators=(",", ":")))
+    board = [_standing_dict(s) for s in run.standings]
+    out.write('\n ],\n "scoreboard": ' + json.dumps(board, indent=1) + "\n}\n")
+
+
+def _file_fields(run: GradeRun, sub: Submission, result: FileVerdicts | None) -> dict[str, Any]:
+    doc: dict[str, Any] = {"path": sub.label, "test": sub.test, "contestant": sub.contestant}
+    if result is None:
+        return {**doc, "error": f"not graded: {run.found.broken[sub.test]}"}
+    score, maximum = run.score(sub, result)
+    return {**doc, "accepted": result.accepted, "total": result.total, "score": score,
+            "max_score": maximum}  # fmt: skip
+
+
+def _submission_v2(run: GradeRun, sub: Submission, result: FileVerdicts | None) -> dict[str, Any]:
+    doc = _file_fields(run, sub, result)
+    if result is None:
+        return doc
+    inputs = run.case_texts.get(sub.test, {})
+    shown = []
+    for case in run.mismatches(sub, result):
+        item = case.as_dict()
+        if case.verdict != Verdict.EXTRA:
+            item["input"] = inputs.get(case.index)
+        shown.append(item)
+    doc["verdicts"] = result.codes
+    doc["extra"] = None if result.extra is None else {"first": result.extra[0],
+                                                       "more": result.extra[1]}  # fmt: skip
+    doc["mismatches"] = shown
+    doc["more_mismatches"] = result.wrong - len(shown)
+    return doc
+
+
+def _submission_v1(run: GradeRun, sub: Submission, result: FileVerdicts | None) -> dict[str, Any]:
+    doc = _file_fields(run, sub, result)
+    if result is not None:
+        expected = run.found.expected[sub.test]
+        doc["cases"] = [c.as_dict() for c in result.case_results(expected, run.problem.answers)]
+    return doc
 
 
 _SOURCES = {True: "solved", False: "cache", None: "file"}
@@ -89,27 +126,66 @@ def _standing_dict(s: Standing) -> dict[str, Any]:
     }
 
 
-def junit_report(results: list[FileResult]) -> str:
-    """JUnit XML: one testsuite per submission file, one testcase per case."""
-    root = ET.Element("testsuites", name="gamebatch grade")
-    for r in results:
-        failures = sum(c.verdict != Verdict.AC for c in r.cases)
-        suite = ET.SubElement(
-            root, "testsuite", name=escape.xml(r.path), tests=str(len(r.cases)),
-            failures=str(failures), errors="0", skipped="0",
-        )  # fmt: skip
-        classname = escape.xml(f"{r.contestant}.{r.test}".strip("."))
-        for case in r.cases:
-            name = "extra output" if case.verdict == Verdict.EXTRA else f"case {case.index}"
-            element = ET.SubElement(suite, "testcase", name=name, classname=classname)
-            if case.verdict != Verdict.AC:
-                found = "end of file" if case.found is None else repr(case.found)
-                message = f"{case.verdict.value}: expected {case.expected!r}, found {found}"
-                ET.SubElement(
-                    element, "failure", message=escape.xml(message), type=case.verdict.value
-                )
-    ET.indent(root)
-    return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
+def write_junit(out: TextIO, run: GradeRun, *, per_case: bool = False) -> None:
+    """JUnit XML, one testsuite per contestant: by default one testcase per submission file,
+    its failure listing the first wrong cases; `per_case`: one testcase per case."""
+    out.write('<?xml version="1.0" encoding="utf-8"?>\n<testsuites name="gamebatch grade">\n')
+    for sub, result in run.graded():
+        classname = escape.xml(f"{sub.contestant}.{sub.test}".strip("."))
+        if per_case and result is not None:
+            _junit_cases(out, run, sub, result, classname)
+            continue
+        failures = 0 if result is not None and not result.wrong else 1
+        out.write(f"  <testsuite name={_attr(sub.label)} tests=\"1\" failures=\"{failures}\""
+                  ' errors="0" skipped="0">\n')  # fmt: skip
+        out.write(f"    <testcase name={_attr(sub.test)} classname={_attr(classname)}")
+        if failures:
+            out.write(f"><failure message={_attr(_file_failure(run, sub, result))}"
+                      f' type="WRONG"/></testcase>\n')  # fmt: skip
+        else:
+            out.write("/>\n")
+        out.write("  </testsuite>\n")
+    out.write("</testsuites>\n")
+
+
+def _file_failure(run: GradeRun, sub: Submission, result: FileVerdicts | None) -> str:
+    if result is None:
+        return f"not graded: {run.found.broken[sub.test]}"
+    shown = run.mismatches(sub, result)
+    parts = [_case_message(case) for case in shown]
+    more = f"; and {result.wrong - len(shown)} more" if result.wrong > len(shown) else ""
+    return f"{result.wrong} of {result.total} cases wrong: " + "; ".join(parts) + more
+
+
+def _case_message(case: CaseResult) -> str:
+    if case.verdict == Verdict.EXTRA:
+        return f"EXTRA output after case {case.index - 1}: {case.found!r}"
+    return (
+        f"case {case.index} {case.verdict.value}: expected {case.expected!r}, found {_found(case)}"
+    )
+
+
+def _junit_cases(
+    out: TextIO, run: GradeRun, sub: Submission, result: FileVerdicts, classname: str
+) -> None:
+    out.write(f"  <testsuite name={_attr(sub.label)} tests=\"{result.total + bool(result.extra)}\""
+              f' failures="{result.wrong}" errors="0" skipped="0">\n')  # fmt: skip
+    expected = run.found.expected[sub.test]
+    for case in result.case_results(expected, run.problem.answers):
+        name = "extra output" if case.verdict == Verdict.EXTRA else f"case {case.index}"
+        out.write(f'    <testcase name="{name}" classname={_attr(classname)}')
+        if case.verdict == Verdict.AC:
+            out.write("/>\n")
+            continue
+        message = f"{case.verdict.value}: expected {case.expected!r}, found {_found(case)}"
+        out.write(f"><failure message={_attr(message)} type=\"{case.verdict.value}\"/>"
+                  "</testcase>\n")  # fmt: skip
+    out.write("  </testsuite>\n")
+
+
+def _attr(text: str) -> str:
+    """A quoted XML attribute value of untrusted text."""
+    return quoteattr(escape.xml(text))
 
 
 def scoreboard_csv(standings: list[Standing], tests: list[str]) -> str:
@@ -129,6 +205,9 @@ def scoreboard_json(standings: list[Standing]) -> str:
     """The scoreboard as JSON, best first."""
     rows = [{"rank": i, **_standing_dict(s)} for i, s in enumerate(standings, 1)]
     return json.dumps({"version": REPORT_VERSION, "scoreboard": rows}, indent=1) + "\n"
+
+
+REPORT_VERSIONS = (1, 2)  # what `diff` reads
 
 
 def diff_reports(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
@@ -164,4 +243,11 @@ def _key(submission: dict[str, Any]) -> str:
 
 
 def _verdicts(submission: dict[str, Any]) -> dict[int, str]:
-    return {int(c["index"]): str(c["verdict"]) for c in submission.get("cases", [])}
+    """Verdicts by case number, from a report of either version."""
+    letters = submission.get("verdicts")
+    if not isinstance(letters, str):
+        return {int(c["index"]): str(c["verdict"]) for c in submission.get("cases", [])}
+    found = {i: VERDICT_OF[code].value for i, code in enumerate(letters, 1)}
+    if submission.get("extra"):
+        found[len(letters) + 1] = Verdict.EXTRA.value
+    return found

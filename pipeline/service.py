@@ -128,18 +128,27 @@ def run(
     lost chunks and reading an input again when Redis lost its job. A bad input is reported
     and skipped. `progress` replaces the terminal's progress display."""
     progress = progress or ProgressBar(label, enabled=not quiet)
-    outcomes = []
     with cluster(settings) as c:
-        steps = _SolveRun(c, problem, progress, report, keep_going, lane)
-        queued = []
-        for item, result in zip(files, steps.queue_all(files), strict=True):
-            if isinstance(result, str):
-                report(result)
-                outcomes.append(FileOutcome(item, None, result))
-            else:
-                queued.append((item, result))
-        outcomes += [FileOutcome(item, job, None, steps.collect(item, job)) for item, job in queued]
+        outcomes = run_on(c, problem, files, report, keep_going=keep_going, lane=lane,
+                          progress=progress)  # fmt: skip
     progress.close()
+    return outcomes
+
+
+def run_on(
+    c: Cluster, problem: Problem, files: list[FileJob], report: Callable[[str], None], *,
+    keep_going: bool, lane: str, progress: ProgressBar,
+) -> list[FileOutcome]:  # fmt: skip
+    """`run` on a cluster that is already there (a grading's)."""
+    steps = _SolveRun(c, problem, progress, report, keep_going, lane)
+    outcomes, queued = [], []
+    for item, result in zip(files, steps.queue_all(files), strict=True):
+        if isinstance(result, str):
+            report(result)
+            outcomes.append(FileOutcome(item, None, result))
+        else:
+            queued.append((item, result))
+    outcomes += [FileOutcome(item, job, None, steps.collect(item, job)) for item, job in queued]
     order = {item: i for i, item in enumerate(files)}
     return sorted(outcomes, key=lambda o: order[o.item])
 
@@ -226,19 +235,7 @@ def collect(
 
     With invalid cases (keep-going mode) their errors go to OUTPUT.errors (or stderr).
     """
-    s = c.settings
-    recovery = Recovery(
-        c.store, c.send, c.queued_messages, lease=s.lease_seconds, stall=s.stall_seconds
-    )
-
-    def on_progress(p: JobCounters) -> None:
-        c.check()
-        progress.job_done(p.job_id, p.done)
-        recovery.tick(p)
-
-    done = collector.wait_for(
-        c.store, job_id, poll=c.settings.poll_interval, timeout=timeout, on_progress=on_progress
-    )
+    done = wait(c, job_id, timeout=timeout, progress=progress)
     invalid = c.store.invalid(job_id)
     if not isinstance(output, Path):
         stream = sys.stdout if output is None else output
@@ -261,6 +258,23 @@ def collect(
             ) from None
     collector.finish(c.store, job_id, c.settings.result_ttl)
     return done, len(invalid)
+
+
+def wait(c: Cluster, job_id: str, *, timeout: float | None, progress: ProgressBar) -> JobCounters:
+    """Wait for every chunk of a job, healing local workers and re-queueing lost chunks."""
+    s = c.settings
+    recovery = Recovery(
+        c.store, c.send, c.queued_messages, lease=s.lease_seconds, stall=s.stall_seconds
+    )
+
+    def on_progress(p: JobCounters) -> None:
+        c.check()
+        progress.job_done(p.job_id, p.done)
+        recovery.tick(p)
+
+    return collector.wait_for(
+        c.store, job_id, poll=s.poll_interval, timeout=timeout, on_progress=on_progress
+    )
 
 
 def errors_file(output: Path) -> Path:

@@ -1,15 +1,26 @@
-"""Running one chunk: fetch its payload, solve every case, store the answers once."""
+"""Running one chunk: fetch its payload, solve (or compare) every case, store the result once."""
 
 from __future__ import annotations
 
+import json
 import threading
 from dataclasses import dataclass
 from enum import StrEnum
 from types import TracebackType
 
-from pipeline.messages import INVALID_CODE, BadPayload, ChunkPayload, encode_answer
+from pipeline.messages import (
+    ANSWER_CODES,
+    INVALID_CODE,
+    BadPayload,
+    ChunkPayload,
+    ComparePayload,
+    decode_payload,
+    encode_answer,
+)
+from pipeline.problem import Problem
 from pipeline.registry import registry
 from pipeline.store import Store
+from pipeline.verdicts import compare_segment
 
 
 class Outcome(StrEnum):
@@ -57,12 +68,12 @@ class Lease:
 
 
 def run_chunk(store: Store, job_id: str, index: int, policy: Policy = Policy()) -> Outcome:
-    """Solve chunk `index` of `job_id`; safe to run any number of times."""
+    """Solve (or compare) chunk `index` of `job_id`; safe to run any number of times."""
     raw = store.chunk_payload(job_id, index)
     if raw is None:
         return Outcome.DUPLICATE if store.has_answers(job_id, index) else Outcome.GONE
     try:
-        payload = ChunkPayload.decode(raw)
+        payload = decode_payload(raw)
     except BadPayload as exc:
         store.fail_chunk(job_id, index, str(exc))
         return Outcome.FAILED
@@ -74,29 +85,71 @@ def run_chunk(store: Store, job_id: str, index: int, policy: Policy = Policy()) 
     if attempt < 0:
         return Outcome.GONE
     if attempt > policy.max_attempts:
-        offset = store.cursor(job_id, index)
-        if offset is None and len(payload.cases) == 1:
-            offset = 0
-        last = payload.first + len(payload.cases) - 1
-        where = f"case {payload.first + offset}" if offset is not None else (
-            f"cases {payload.first}-{last}"
-        )  # fmt: skip
+        where = _where(store, job_id, index, payload)
         store.fail_chunk(job_id, index, f"{where}: its worker died in {attempt - 1} attempts")
         return Outcome.FAILED
-    careful = attempt > 1  # a run died before: record each case so the culprit gets named
-    codes = []
     with Lease(store, job_id, index, policy):
-        for offset, case in enumerate(payload.cases):
-            if careful:
-                store.set_cursor(job_id, index, offset)
-            if case is None:
-                codes.append(INVALID_CODE)
-                continue
+        if isinstance(payload, ComparePayload):
             try:
-                codes.append(encode_answer(problem.solve(case)))
-            except Exception as exc:  # a solver bug must name its case, not kill the worker
-                number = payload.first + offset
-                store.fail_chunk(job_id, index, f"case {number}: {type(exc).__name__}: {exc}")
+                codes, details = compare_chunk(problem, payload)
+            except BadPayload as exc:
+                store.fail_chunk(job_id, index, str(exc))
                 return Outcome.FAILED
-    saved = store.save_answers(job_id, index, "".join(codes))
+        else:
+            found = _solve(store, job_id, index, problem, payload, careful=attempt > 1)
+            if isinstance(found, Outcome):
+                return found
+            codes, details = found, ""
+    saved = store.save_answers(job_id, index, codes, details)
     return Outcome.SOLVED if saved else Outcome.DUPLICATE
+
+
+def _where(store: Store, job_id: str, index: int, payload: ChunkPayload | ComparePayload) -> str:
+    """The case (or cases) a chunk whose worker keeps dying was at."""
+    if isinstance(payload, ComparePayload):
+        return f"comparison chunk {index}"
+    offset = store.cursor(job_id, index)
+    if offset is None and len(payload.cases) == 1:
+        offset = 0
+    if offset is not None:
+        return f"case {payload.first + offset}"
+    return f"cases {payload.first}-{payload.first + len(payload.cases) - 1}"
+
+
+def _solve(
+    store: Store, job_id: str, index: int, problem: Problem, payload: ChunkPayload,
+    *, careful: bool,
+) -> str | Outcome:  # fmt: skip
+    """The answer codes of every case; with `careful` (a run died before) each case is
+    recorded first, so that the culprit gets named."""
+    codes = []
+    for offset, case in enumerate(payload.cases):
+        if careful:
+            store.set_cursor(job_id, index, offset)
+        if case is None:
+            codes.append(INVALID_CODE)
+            continue
+        try:
+            codes.append(encode_answer(problem.solve(case)))
+        except Exception as exc:  # a solver bug must name its case, not kill the worker
+            number = payload.first + offset
+            store.fail_chunk(job_id, index, f"case {number}: {type(exc).__name__}: {exc}")
+            return Outcome.FAILED
+    return "".join(codes)
+
+
+def compare_chunk(problem: Problem, payload: ComparePayload) -> tuple[str, str]:
+    """The verdict letters of every case of every segment, and per segment (as JSON) its
+    file, its number of cases, its first mismatches and its extra output."""
+    words = dict(zip(ANSWER_CODES, problem.answers, strict=False))
+    codes, details = [], []
+    for seg in payload.segments:
+        try:
+            expected = [words[code] for code in seg.expected]
+        except KeyError as exc:
+            raise BadPayload(f"{exc} is not an answer code of {problem.name}") from None
+        letters, shown = compare_segment(expected, seg.lines, seg.first,
+                                         ignore_case=payload.ignore_case)  # fmt: skip
+        codes.append(letters)
+        details.append([seg.file, len(letters), shown, seg.extra])
+    return "".join(codes), json.dumps(details, separators=(",", ":"))

@@ -228,15 +228,17 @@ def _grade(settings: Settings, spool: Spool, task: GradingTask) -> dict[str, str
     tests, subs, notes = grade_service.bulk_layout(root / "tests", root / "subs")
     scoring_file = root / "scoring.yaml"
     scoring = load_scoring(str(scoring_file)) if scoring_file.is_file() else Scoring()
+
+    def write(run: grade_service.GradeRun) -> None:
+        grade_service.ReportFiles(where / "report.json", where / "junit.xml",
+                                  where / "scoreboard.csv").write(run)  # fmt: skip
+        grade_service.ReportFiles(scoreboard=where / "scoreboard.json").write(run)
+
     run = grade_service.grade(settings, problem, tests, subs, scoring=scoring,
-                              ignore_case=task.ignore_case, quiet=True)  # fmt: skip
-    grade_service.ReportFiles(where / "report.json", where / "junit.xml",
-                              where / "scoreboard.csv").write(problem, tests, run)  # fmt: skip
-    grade_service.ReportFiles(scoreboard=where / "scoreboard.json").write(problem, tests, run)
+                              ignore_case=task.ignore_case, quiet=True, use=write)  # fmt: skip
     unpacked_notes = json.loads((where / "notes.json").read_text())
     summary = {
         "tests": len(tests), "submissions": len(subs), "all_accepted": run.all_accepted,
-        "contestants": len(run.standings),
-        "cases_wrong": sum(len(r.mismatches()) for r in run.results),
+        "contestants": len(run.standings), "cases_wrong": run.wrong_cases,
     }  # fmt: skip
     return {"summary": json.dumps(summary), "notes": json.dumps(unpacked_notes + notes)}

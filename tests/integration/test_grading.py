@@ -55,7 +55,7 @@ def test_bulk_grading_scoreboard_reports_and_cache(tmp_path: Path) -> None:
     assert rows[1]["01"] == "28" and rows[0]["rank"] == "1"
 
     report = json.loads((tmp_path / "r1.json").read_text())
-    assert report["version"] == 1
+    assert report["version"] == 2
     assert {a["test"]: a["source"] for a in report["answers"]} == {
         "01": "solved",
         "02": "solved",
@@ -64,18 +64,24 @@ def test_bulk_grading_scoreboard_reports_and_cache(tmp_path: Path) -> None:
     by_path = {s["path"]: s for s in report["submissions"]}
     sloppy01 = by_path["sloppy/01.out"]
     assert (sloppy01["accepted"], sloppy01["total"], sloppy01["score"]) == (28, 30, 28.0)
-    wrong = [c for c in sloppy01["cases"] if c["verdict"] != "AC"]
-    assert [(c["index"], c["verdict"]) for c in wrong] == [(5, "WA"), (8, "PE")]
-    assert {c["verdict"] for c in by_path["lazy/02.out"]["cases"]} == {"MISSING"}
+    assert sloppy01["verdicts"] == "A" * 4 + "W" + "AA" + "P" + "A" * 22
+    shown = sloppy01["mismatches"]
+    assert [(c["index"], c["verdict"]) for c in shown] == [(5, "WA"), (8, "PE")]
+    assert shown[1]["found"] == expected["01"].splitlines()[7].upper() and shown[0]["input"]
+    assert by_path["lazy/02.out"]["verdicts"] == "M" * 30
+    assert by_path["lazy/02.out"]["more_mismatches"] == 20  # 10 kept with what was found
     assert "sloppy/01.out: 28/30 accepted" in first.stdout
     assert "case 5: WA, expected" in first.stdout and "input: " in first.stdout
 
     suites = ET.parse(tmp_path / "r.xml").getroot().findall("testsuite")
-    assert len(suites) == 9
-    assert all(len(s.findall("testcase")) == 30 for s in suites)
-    assert sum(len(s.findall("testcase/failure")) for s in suites) == 2 * 3 + 2 * 30
+    assert len(suites) == 9 and all(len(s.findall("testcase")) == 1 for s in suites)
+    failures = [f.get("message", "") for s in suites for f in s.findall("testcase/failure")]
+    assert len(failures) == 5  # sloppy's three files, lazy's two missing ones
+    assert "2 of 30 cases wrong: case 5 WA: expected" in sorted(failures)[0]
+    assert any("found end of file" in message for message in failures)
 
-    second = gamebatch(*args, "--json", str(tmp_path / "r2.json"))
+    second = gamebatch(*args, "--json", str(tmp_path / "r2.json"), "--report-version", "1",
+                       "--junit", str(tmp_path / "cases.xml"), "--junit-cases")  # fmt: skip
     assert (second.returncode, second.stderr) == (1, "")
     again = json.loads((tmp_path / "r2.json").read_text())
     assert {a["test"]: a["source"] for a in again["answers"]} == {
@@ -83,6 +89,14 @@ def test_bulk_grading_scoreboard_reports_and_cache(tmp_path: Path) -> None:
         "02": "cache",
         "03": "file",
     }
+    assert again["version"] == 1
+    old_style = {s["path"]: s for s in again["submissions"]}
+    wrong = [c for c in old_style["sloppy/01.out"]["cases"] if c["verdict"] != "AC"]
+    assert [(c["index"], c["verdict"]) for c in wrong] == [(5, "WA"), (8, "PE")]
+    assert {c["verdict"] for c in old_style["lazy/02.out"]["cases"]} == {"MISSING"}
+    suites = ET.parse(tmp_path / "cases.xml").getroot().findall("testsuite")
+    assert len(suites) == 9 and all(len(s.findall("testcase")) == 30 for s in suites)
+    assert sum(len(s.findall("testcase/failure")) for s in suites) == 2 * 3 + 2 * 30
     unchanged = gamebatch("diff", str(tmp_path / "r1.json"), str(tmp_path / "r2.json"))
     assert unchanged.returncode == 0 and unchanged.stdout.strip() == "no verdict changed"
 

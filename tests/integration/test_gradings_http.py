@@ -84,7 +84,7 @@ def test_an_archive_is_graded_by_the_grading_service_with_every_report(server: S
         assert ended["summary"] == {"tests": 2, "submissions": 4, "all_accepted": False,
                                     "contestants": 2, "cases_wrong": 21}  # fmt: skip
         report = http.get(ended["links"]["report.json"]).json()
-        assert report["version"] == 1 and len(report["submissions"]) == 4
+        assert report["version"] == 2 and len(report["submissions"]) == 4
         bob = {s["test"]: s for s in report["submissions"] if s["contestant"] == "bob"}
         assert bob["t1"]["accepted"] == 29 and bob["t2"]["accepted"] == 0
         assert {"test": "t2", "source": "file"} in report["answers"]

@@ -444,6 +444,22 @@ function sortBy(key) {
   if (button) button.focus();
 }
 
+const VERDICTS = { A: "AC", W: "WA", P: "PE", M: "MISSING" };
+
+// Every case of a report's submission: version 2 keeps a letter per case and the details of
+// the first mismatches only; version 1 an object per case.
+function casesOf(sub) {
+  if (typeof sub.verdicts !== "string") return sub.cases || [];
+  const kept = new Map(sub.mismatches.map((m) => [m.index, m]));
+  const rows = [...sub.verdicts].map((code, i) =>
+    kept.get(i + 1) || { index: i + 1, verdict: VERDICTS[code] });
+  const end = sub.verdicts.length + 1;
+  if (sub.extra) {
+    rows.push(kept.get(end) || { index: end, verdict: "EXTRA", expected: "", found: sub.extra.first });
+  }
+  return rows;
+}
+
 function renderCases() {
   const sub = state.report.submissions[Number($("submission").value || 0)];
   const body = $("cases").tBodies[0];
@@ -452,15 +468,15 @@ function renderCases() {
     return;
   }
   const wrongOnly = $("wrong-only").checked;
-  const shown = sub.cases.filter((c) => !wrongOnly || c.verdict !== "AC").slice(0, 1000);
+  const shown = casesOf(sub).filter((c) => !wrongOnly || c.verdict !== "AC").slice(0, 1000);
   body.replaceChildren(...shown.map((c, i) => {
     const tr = document.createElement("tr");
     cell(tr, c.index);
     cell(tr, c.verdict, `verdict-${c.verdict}`);
-    cell(tr, c.verdict === "AC" ? "(as found)" : c.expected, "word");
-    cell(tr, c.found, "word");
-    const input = cell(tr, "…", "input");
-    if (c.verdict !== "EXTRA" && i < 50) loadInput(input, sub.test, c.index); // the first ones
+    cell(tr, c.verdict === "AC" ? "(as found)" : c.expected ?? "(not kept)", "word");
+    cell(tr, c.verdict === "MISSING" ? "end of file" : c.found ?? "", "word");
+    const input = cell(tr, c.input ?? "…", "input");
+    if (c.input == null && c.verdict !== "EXTRA" && i < 50) loadInput(input, sub.test, c.index);
     return tr;
   }));
 }

@@ -1,0 +1,263 @@
+"""Comparison jobs: output files read and cut into chunks for the workers, their verdicts
+gathered back per file. Output files are read here, never by workers on other machines."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import stat
+from bisect import bisect_left
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from io import BufferedReader
+from itertools import accumulate
+from pathlib import Path
+from typing import BinaryIO
+
+from pipeline.errors import JobFailed, JobLost, UsageError
+from pipeline.escape import shorten
+from pipeline.grading import SHOWN_CHARS
+from pipeline.jobstore import JobState, this_process
+from pipeline.messages import ComparePayload, Segment
+from pipeline.producer import Send, Window
+from pipeline.store import Store
+from pipeline.verdicts import FileVerdicts
+
+MAX_LINE = 4096  # bytes of an output line held and judged; a longer line cannot be right
+BLOCK = 1 << 20  # bytes read at a time
+CHUNK_CASES = 50_000  # cases of a comparison chunk at most (and settings.chunk.max_cases)
+CHUNK_BYTES = 1 << 20  # bytes of output lines in a comparison chunk, about
+
+
+@dataclass(frozen=True)
+class Output:
+    """One output file to compare: its place, what it is compared with, and its bytes' hash."""
+
+    key: str  # names its verdicts (grade_service.file_key)
+    path: Path | None  # None: no such file (every case MISSING)
+    expected: str  # answer codes of its test
+    digest: str  # SHA-256 of its bytes when it was listed
+
+
+def job_id_for(problem: str, outputs: list[Output]) -> str:
+    """A comparison job is named by the files it compares, so that a re-run finds it."""
+    digest = hashlib.sha256("\n".join(o.key for o in outputs).encode()).hexdigest()
+    return f"compare.{problem}-{digest[:24]}"
+
+
+@contextmanager
+def open_output(path: Path) -> Iterator[BufferedReader]:
+    """A submission file opened for reading: a regular file only, and a symbolic link is not
+    followed (O_NOFOLLOW) even if the file was swapped for one after it was listed."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror}") from None
+    with os.fdopen(fd, "rb") as stream:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise UsageError(f"cannot read {path}: not a regular file")
+        yield stream
+
+
+def digest_of(path: Path | None) -> str:
+    """SHA-256 of a submission file's bytes (of nothing, for a file that does not exist)."""
+    if path is None:
+        return hashlib.sha256(b"").hexdigest()
+    with open_output(path) as stream:
+        return hashlib.file_digest(stream, "sha256").hexdigest()
+
+
+class LineReader:
+    """The non-blank lines of a stream, stripped, a block at a time; a line is cut at MAX_LINE
+    bytes (and marked "...") and the rest of it is skipped, never held. Hashes what it reads."""
+
+    def __init__(self, stream: BinaryIO) -> None:
+        self.stream = stream
+        self.hash = hashlib.sha256()
+        self._rest = b""  # the start of a line not ended yet (at most MAX_LINE + 1 bytes)
+        self._cut = False  # the rest of an overlong line is being skipped
+
+    def blocks(self) -> Iterator[list[str]]:
+        """Lists of lines, in order."""
+        while data := self.stream.read(BLOCK):
+            self.hash.update(data)
+            parts = data.split(b"\n")
+            head = self._rest if self._cut else self._rest + parts[0]
+            if len(parts) == 1:
+                self._rest, self._cut = self._hold(head)
+                continue
+            lines = [head, *parts[1:-1]]
+            self._rest, self._cut = self._hold(parts[-1])
+            yield _texts(lines)
+        if self._rest:
+            yield _texts([self._rest])
+
+    @staticmethod
+    def _hold(start: bytes) -> tuple[bytes, bool]:
+        return (start[: MAX_LINE + 1], True) if len(start) > MAX_LINE else (start, False)
+
+
+def _texts(lines: list[bytes]) -> list[str]:
+    cut = [line[:MAX_LINE] + b"..." if len(line) > MAX_LINE else line for line in lines]
+    text = b"\n".join(cut).decode("utf-8", "replace")
+    return [stripped for line in text.split("\n") if (stripped := line.strip())]
+
+
+class Packer:
+    """Segments of output files packed into chunks of bounded cases and bytes."""
+
+    def __init__(self, emit: Callable[[list[Segment]], None], cases: int) -> None:
+        self.emit = emit
+        self.max_cases = cases
+        self.segments: list[Segment] = []
+        self.cases = self.bytes = 0
+
+    def room(self) -> int:
+        return self.max_cases - self.cases
+
+    def add(self, segment: Segment, size: int) -> None:
+        self.segments.append(segment)
+        self.cases += len(segment.expected)
+        self.bytes += size + len(segment.expected)
+        if self.cases >= self.max_cases or self.bytes >= CHUNK_BYTES:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.segments:
+            self.emit(self.segments)
+        self.segments, self.cases, self.bytes = [], 0, 0
+
+    def file(self, number: int, expected: str, blocks: Iterator[list[str]]) -> None:
+        """Every case of one file in segments; the lines past its last case become its
+        `extra` (the first one shortened, the others counted)."""
+        n, pos = len(expected), 0
+        extra: tuple[str, int] | None = None
+        for lines in blocks:
+            i = 0
+            while i < len(lines) and pos < n:
+                take = self._take(lines, i, min(self.room(), n - pos))
+                segment = Segment(number, pos + 1, expected[pos : pos + len(take)], take)
+                self.add(segment, sum(map(len, take)))
+                i, pos = i + len(take), pos + len(take)
+            if i < len(lines):
+                if extra is None:
+                    extra, i = (shorten(lines[i], SHOWN_CHARS), 0), i + 1
+                extra = (extra[0], extra[1] + len(lines) - i)
+        while pos < n:  # the output ended early: the rest is MISSING
+            count = min(self.room(), n - pos)
+            self.add(Segment(number, pos + 1, expected[pos : pos + count], []), 0)
+            pos += count
+        if extra is not None or n == 0:  # every file has a segment; extra output comes last
+            self.add(Segment(number, n + 1, "", [], extra), 0)
+
+    def _take(self, lines: list[str], start: int, count: int) -> list[str]:
+        """Up to `count` lines from `start`, fewer when they would overfill the chunk."""
+        take = lines[start : start + count]
+        sizes = list(accumulate(map(len, take)))
+        budget = CHUNK_BYTES - self.bytes
+        if sizes and sizes[-1] > budget:
+            take = take[: max(bisect_left(sizes, budget), 1)]
+        return take
+
+
+def produce(
+    store: Store, send: Send, job_id: str, outputs: list[Output], *, problem: str,
+    ignore_case: bool, window: Window | None, on_cases: Callable[[int], None],
+) -> tuple[int, int]:  # fmt: skip
+    """Queue every chunk of a comparison job that has no verdicts yet; (chunks, cases)."""
+    answered = store.answered(job_id)
+    chunks = 0
+
+    def emit(segments: list[Segment]) -> None:
+        nonlocal chunks
+        if chunks not in answered:
+            payload = ComparePayload(problem, ignore_case, segments).encode()
+            store.put_chunk(job_id, chunks, payload)
+            send(job_id, chunks)
+            if window is not None:
+                window.add(chunks, len(payload))
+        on_cases(sum(len(s.expected) for s in segments))
+        chunks += 1
+
+    manifest = store.manifest(job_id) or {}
+    packer = Packer(emit, int(manifest.get("max_cases", CHUNK_CASES)))
+    for number, output in enumerate(outputs):
+        if output.path is None:
+            packer.file(number, output.expected, iter(()))
+            continue
+        with open_output(output.path) as stream:
+            reader = LineReader(stream)
+            packer.file(number, output.expected, reader.blocks())
+        if reader.hash.hexdigest() != output.digest:  # verdicts of other bytes than listed
+            raise UsageError(f"cannot read {output.path}: the file changed while it was read")
+    packer.flush()
+    return chunks, sum(len(o.expected) for o in outputs)
+
+
+def open_job(store: Store, job_id: str, problem: str, files: int, max_cases: int) -> bool:
+    """Open (or find) a comparison job; whether every chunk of it is already compared."""
+    fields: dict[str, str | int] = {
+        "problem": problem, "input": f"{files} output files", "kind": "compare",
+        "target_work": 0, "max_cases": min(max_cases, CHUNK_CASES), "lane": "bulk",
+        "producer": this_process(),
+    }  # fmt: skip
+    store.open_job(job_id, fields)
+    progress = store.progress(job_id)
+    return bool(
+        progress and progress.chunks is not None and progress.done_chunks == progress.chunks
+    )
+
+
+def finish_production(store: Store, job_id: str, chunks: int, cases: int) -> None:
+    """Every chunk queued: the job's counters are complete."""
+    finished = store.finish_production(job_id, chunks, cases)
+    if finished is None:
+        raise JobLost(f"Redis lost job {job_id} while it was produced")
+    if finished == JobState.CANCELLED:
+        raise JobFailed(f"job {job_id} was cancelled")
+
+
+def gather(store: Store, job_id: str, outputs: list[Output]) -> Iterator[FileVerdicts]:
+    """Each file's verdicts, in order, from the job's stored chunk results."""
+    progress = store.progress(job_id)
+    chunks = progress.chunks if progress and progress.chunks is not None else 0
+    number, current = 0, FileVerdicts()
+    for codes, details in store.iter_details(job_id, chunks):
+        for file, letters, shown, extra in segments_of(codes, details):
+            if file != number:
+                yield _checked(current, outputs[number], job_id)
+                number, current = file, FileVerdicts()
+            add(current, letters, shown, extra)
+    yield _checked(current, outputs[number], job_id)
+    if number != len(outputs) - 1:
+        raise JobFailed(f"job {job_id} has verdicts of {number + 1} of {len(outputs)} files")
+
+
+Shown = list[tuple[int, str | None]]
+
+
+def segments_of(
+    codes: str, details: str
+) -> Iterator[tuple[int, str, Shown, tuple[str, int] | None]]:
+    """A compared chunk's segments: file, letters, first mismatches, extra output."""
+    at = 0
+    for file, count, shown, extra in json.loads(details):
+        yield (int(file), codes[at : at + count], [(int(i), f) for i, f in shown],
+               (str(extra[0]), int(extra[1])) if extra else None)  # fmt: skip
+        at += count
+
+
+def add(verdicts: FileVerdicts, codes: str, shown: Shown, extra: tuple[str, int] | None) -> None:
+    """A segment's verdicts appended to its file's."""
+    verdicts.add(codes, shown)
+    if extra is not None:
+        verdicts.extra = extra
+
+
+def _checked(verdicts: FileVerdicts, output: Output, job_id: str) -> FileVerdicts:
+    if verdicts.total != len(output.expected):
+        raise JobFailed(f"job {job_id} has {verdicts.total} verdicts of a file of"
+                        f" {len(output.expected)} cases")  # fmt: skip
+    return verdicts
