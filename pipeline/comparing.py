@@ -199,7 +199,7 @@ def produce(
 def open_job(store: Store, job_id: str, problem: str, files: int, max_cases: int) -> bool:
     """Open (or find) a comparison job; whether every chunk of it is already compared."""
     fields: dict[str, str | int] = {
-        "problem": problem, "input": f"{files} output files", "kind": "compare",
+        "problem": problem, "input": f"{files} output file" + "s" * (files != 1), "kind": "compare",
         "target_work": 0, "max_cases": min(max_cases, CHUNK_CASES), "lane": "bulk",
         "producer": this_process(),
     }  # fmt: skip

@@ -4,14 +4,21 @@ from __future__ import annotations
 
 import csv
 import json
+import os
+import random
+import signal
 import subprocess
 import sys
+import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+import redis
 
+from pipeline.local.redis_server import RedisServer
 from pipeline.registry import get_problem
+from tests.conftest import Workers
 from tests.helpers import answers, command_env, input_text, random_cases
 
 
@@ -127,3 +134,117 @@ def test_single_input_with_official_answers_and_scoring(tmp_path: Path) -> None:
     bad.write_text("Pure\nMaybe\n")
     refused = gamebatch("grade", "-p", "strgame", *files, "--answers", str(bad))
     assert refused.returncode == 2 and "answer 2 is 'Maybe'" in refused.stderr
+
+
+def _contest(root: Path, contestants: int, cases: int, seed: int = 1) -> tuple[Path, Path]:
+    """Two strgame tests and `contestants` folders of outputs, some with wrong lines."""
+    problem = get_problem("strgame")
+    rng = random.Random(seed)
+    tests, subs = root / "tests", root / "subs"
+    tests.mkdir()
+    for i, t in enumerate(("t1", "t2")):
+        text = input_text(problem, random_cases(problem, "random", cases, 40, seed=seed + i))
+        (tests / f"{t}.in").write_text(text)
+        right = answers(problem, text).splitlines()
+        for n in range(contestants):
+            folder = subs / f"c{n:03d}"
+            folder.mkdir(parents=True, exist_ok=True)
+            lines = [w if rng.random() < 0.9 else rng.choice(problem.answers) for w in right]
+            (folder / f"{t}.out").write_text("\n".join(lines) + "\n")
+    return tests, subs
+
+
+def _verdict_keys(url: str) -> set[bytes]:
+    return set(redis.Redis.from_url(url).scan_iter("gb:verdicts:*", count=1000))
+
+
+@pytest.mark.integration
+def test_a_regrade_compares_only_the_changed_files(
+    tmp_path: Path, redis_server: RedisServer, workers: Workers
+) -> None:
+    tests, subs = _contest(tmp_path, contestants=30, cases=50)
+    workers.start(concurrency=2)
+    args = ["grade", "-q", "-p", "strgame", "--tests", str(tests), "--submissions", str(subs),
+            "--broker", redis_server.url]  # fmt: skip
+    first = gamebatch(*args, "--json", str(tmp_path / "r1.json"))
+    assert first.returncode == 1, first.stderr
+    stored = _verdict_keys(redis_server.url)
+    contents = {(p.name, p.read_bytes()) for p in subs.glob("*/*.out")}
+    assert len(stored) == len(contents) > 50  # one per file (equal files share theirs)
+    changed = subs / "c007" / "t2.out"
+    changed.write_text((tests / "t2.in").read_text().splitlines()[0] + "\n")  # a wrong answer
+    second = gamebatch(*args, "--json", str(tmp_path / "r2.json"))
+    assert second.returncode == 1, second.stderr
+    new = _verdict_keys(redis_server.url) - stored
+    assert len(new) == 1  # the other 59 files' verdicts came from Redis
+    client = redis.Redis.from_url(redis_server.url, decode_responses=True)
+    jobs = [j for j in client.zrange("gb:jobs", 0, -1) if j.startswith("compare.")]
+    assert sorted(client.hget(f"gb:job:{j}", "input") for j in jobs) == [
+        "1 output file", f"{len(contents)} output files",
+    ]  # fmt: skip
+    diff = gamebatch("diff", str(tmp_path / "r1.json"), str(tmp_path / "r2.json"))
+    assert diff.returncode == 1 and diff.stdout
+    assert {line.split(":")[0] for line in diff.stdout.splitlines()} == {"c007/t2.out"}
+    third = gamebatch(*args, "--json", str(tmp_path / "r3.json"))  # nothing changed
+    assert third.returncode == 1 and _verdict_keys(redis_server.url) - stored == new
+    assert _same_but_sources(tmp_path / "r3.json", tmp_path / "r2.json")
+
+
+def _same_but_sources(a: Path, b: Path) -> bool:
+    first, second = json.loads(a.read_text()), json.loads(b.read_text())
+    first.pop("answers"), second.pop("answers")
+    return bool(first == second)
+
+
+@pytest.mark.integration
+def test_keep_going_grades_the_valid_tests_and_marks_the_invalid_one(tmp_path: Path) -> None:
+    tests, subs = _contest(tmp_path, contestants=2, cases=10)
+    (tests / "t2.in").write_text("2\n1 1\na\n1 2\n")  # case 2 is cut short
+    args = ["grade", "-p", "strgame", "--tests", str(tests), "--submissions", str(subs)]
+    refused = gamebatch(*args)
+    assert refused.returncode == 2 and "t2.in" in refused.stderr and "case 2" in refused.stderr
+    assert len(refused.stderr.splitlines()) == 1 and not refused.stdout
+    kept = gamebatch(*args, "--keep-going", "--json", str(tmp_path / "r.json"),
+                     "--junit", str(tmp_path / "r.xml"))  # fmt: skip
+    assert kept.returncode == 2, kept.stderr
+    assert "c000/t1.out: " in kept.stdout and "accepted" in kept.stdout
+    assert "c000/t2.out: not graded: " in kept.stdout and "case 2" in kept.stdout
+    assert "error: test t2 not graded: " in kept.stderr
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert [t["test"] for t in report["invalid_tests"]] == ["t2"]
+    marked = [s for s in report["submissions"] if s["test"] == "t2"]
+    assert len(marked) == 2 and all(s["error"].startswith("not graded: ") for s in marked)
+    assert all("verdicts" in s for s in report["submissions"] if s["test"] == "t1")
+    failures = ET.parse(tmp_path / "r.xml").getroot().findall("testsuite/testcase/failure")
+    assert sum("not graded" in f.get("message", "") for f in failures) == 2
+
+
+@pytest.mark.integration
+def test_a_worker_killed_mid_grading_gives_the_identical_report(
+    tmp_path: Path, redis_server: RedisServer, workers: Workers
+) -> None:
+    tests, subs = _contest(tmp_path, contestants=40, cases=60)
+    base = ["grade", "-q", "-p", "strgame", "--tests", str(tests), "--submissions", str(subs)]
+    clean = gamebatch(*base, "--json", str(tmp_path / "clean.json"))  # embedded, no faults
+    assert clean.returncode == 1, clean.stderr
+    fast = {"GAMEBATCH_CHUNK__MAX_CASES": "1", "GAMEBATCH_LEASE_SECONDS": "2",
+            "GAMEBATCH_STALL_SECONDS": "3"}  # fmt: skip
+    first = workers.start(concurrency=2, **fast)
+    grade = subprocess.Popen(
+        [sys.executable, "-m", "pipeline.cli", *base, "--broker", redis_server.url,
+         "--json", str(tmp_path / "faulted.json")],
+        env=command_env(**fast), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    client = redis.Redis.from_url(redis_server.url, decode_responses=True)
+    deadline = time.monotonic() + 120
+    while True:  # until a fifth of the comparison chunks are done
+        assert grade.poll() is None and time.monotonic() < deadline, "no comparison progress"
+        jobs = [j for j in client.zrange("gb:jobs", 0, -1) if j.startswith("compare.")]
+        if jobs and int(client.hget(f"gb:job:{jobs[0]}", "done_cases") or 0) >= 960:
+            break
+        time.sleep(0.02)
+    os.killpg(first.pid, signal.SIGKILL)  # the worker and its pool, like a machine lost
+    workers.start(concurrency=2, **fast)
+    out, err = grade.communicate(timeout=240)
+    assert grade.returncode == 1, err
+    assert _same_but_sources(tmp_path / "clean.json", tmp_path / "faulted.json")

@@ -1,0 +1,137 @@
+"""Comparison chunks: cut by the producer, compared by the runner, gathered per file, and held
+against the in-process reference (`grading.compare`, `Scoring.score`) on random contests."""
+
+from __future__ import annotations
+
+import io
+import random
+from pathlib import Path
+
+import pytest
+
+from pipeline import comparing, verdicts
+from pipeline.grading import CaseResult, Group, Scoring, Verdict, compare
+from pipeline.memstore import MemoryStore
+from pipeline.messages import encode_answer
+from pipeline.registry import get_problem
+from pipeline.reports import diff_reports
+from workers.runner import Outcome, run_chunk
+
+STRGAME = get_problem("strgame")
+WORDS = STRGAME.answers
+
+
+def random_output(rng: random.Random, expected: list[str]) -> str:
+    """An output a careless contestant could write: right, wrong, sloppy, short or long."""
+    lines = []
+    for word in expected[: rng.randint(max(len(expected) - 3, 0), len(expected))]:
+        roll = rng.random()
+        if roll < 0.6:
+            lines.append(word)
+        elif roll < 0.7:
+            lines.append(rng.choice(WORDS))
+        elif roll < 0.75:
+            lines.append(word.upper())
+        elif roll < 0.8:
+            lines.append(f"  {word} {rng.choice(WORDS)} ")
+        elif roll < 0.85:
+            lines.extend(["", " \t", word])  # blank lines do not count
+        elif roll < 0.9:
+            lines.append("x" * rng.choice((1, 250, 5000)))
+        else:
+            lines.append(f"{word}\r")
+    if rng.random() < 0.2:
+        lines += [rng.choice(WORDS) for _ in range(rng.randint(1, 3))]  # extra output
+    return "\n".join(lines) + ("\n" if rng.random() < 0.5 else "")
+
+
+def cut(line: str) -> str:
+    """A line as the grader holds it: at most MAX_LINE bytes, then "..." (ASCII here)."""
+    return line[: comparing.MAX_LINE] + "..." if len(line) > comparing.MAX_LINE else line
+
+
+def distributed(store: MemoryStore, job_id: str, outputs: list[comparing.Output],
+                ignore_case: bool) -> list[verdicts.FileVerdicts]:  # fmt: skip
+    """Produce the job, run every chunk through the runner, gather the files' verdicts."""
+    queued: list[int] = []
+    comparing.open_job(store, job_id, "strgame", len(outputs), 5)  # tiny chunks: many cuts
+    chunks, cases = comparing.produce(
+        store, lambda job, index: queued.append(index), job_id, outputs, problem="strgame",
+        ignore_case=ignore_case, window=None, on_cases=lambda n: None,
+    )  # fmt: skip
+    assert queued == list(range(chunks)) and chunks > len(outputs) // 5
+    store.finish_production(job_id, chunks, cases)
+    assert all(run_chunk(store, job_id, i) == Outcome.SOLVED for i in queued)
+    assert run_chunk(store, job_id, 0) in (Outcome.DUPLICATE, Outcome.GONE)
+    return list(comparing.gather(store, job_id, outputs))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_distributed_verdicts_equal_the_in_process_ones(tmp_path: Path, seed: int) -> None:
+    rng = random.Random(seed)
+    ignore_case = seed % 2 == 1
+    outputs, wanted = [], []
+    for n in range(25):
+        expected = [rng.choice(WORDS) for _ in range(rng.randint(1, 12))]
+        path = tmp_path / f"{n}.out"
+        path.write_text(random_output(rng, expected))
+        codes = "".join(encode_answer(WORDS.index(w)) for w in expected)
+        outputs.append(comparing.Output(str(n), path, codes, comparing.digest_of(path)))
+        lines = [cut(line) for line in path.read_text().split("\n")]
+        reference = compare(expected, lines, ignore_case=ignore_case)
+        wanted.append(reference)
+    found = distributed(MemoryStore(), f"compare.strgame-{seed:024x}", outputs, ignore_case)
+    for output, result, reference in zip(outputs, found, wanted, strict=True):
+        cases = list(result.case_results(output.expected, WORDS))
+        assert [c.verdict for c in cases] == [c.verdict for c in reference]
+        mismatches = [c for c in reference if c.verdict != Verdict.AC][: verdicts.KEPT]
+        assert result.first_mismatches(output.expected, WORDS) == mismatches
+        assert result.wrong == len([c for c in reference if c.verdict != Verdict.AC])
+
+
+def test_a_file_changed_while_it_was_read_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "a.out"
+    path.write_text("Pure\n")
+    output = comparing.Output("k", path, encode_answer(0), comparing.digest_of(path))
+    path.write_text("Dirty\n")  # same size, other bytes: its verdicts would be stored wrongly
+    store = MemoryStore()
+    comparing.open_job(store, "compare.strgame-" + "0" * 24, "strgame", 1, 100)
+    with pytest.raises(Exception, match="changed while it was read"):
+        comparing.produce(store, lambda j, i: None, "compare.strgame-" + "0" * 24, [output],
+                          problem="strgame", ignore_case=False, window=None,
+                          on_cases=lambda n: None)  # fmt: skip
+
+
+def test_lines_are_read_in_blocks_and_long_lines_cut(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(comparing, "BLOCK", 7)
+    data = b"Pure\n\n  Dirty  \r\n" + b"y" * 10_000 + b" tail\nlast"
+    reader = comparing.LineReader(io.BytesIO(data))
+    lines = [line for block in reader.blocks() for line in block]
+    assert lines == ["Pure", "Dirty", "y" * comparing.MAX_LINE + "...", "last"]
+    assert reader.hash.hexdigest() == __import__("hashlib").sha256(data).hexdigest()
+
+
+def test_the_scoreboard_scores_letters_as_the_reference_scores_cases() -> None:
+    rng = random.Random(3)
+    scoring = Scoring((Group("a", 10, ("t1",), ((1, 3),)), Group("b", 20, ("t*",)),
+                       Group("c", 5, ("t2",), ((4, 9),))))  # fmt: skip
+    for _ in range(200):
+        letters = {t: "".join(rng.choice("AAAW") for _ in range(rng.randint(1, 6)))
+                   for t in ("t1", "t2")}  # fmt: skip
+        cases = {t: [CaseResult(i, verdicts.VERDICT_OF[c]) for i, c in enumerate(codes, 1)]
+                 for t, codes in letters.items()}  # fmt: skip
+        for rules in (scoring, Scoring()):
+            assert verdicts.score(rules, letters) == rules.score(cases)
+            board = verdicts.Board(rules)
+            for test, codes in letters.items():
+                board.add("x", test, codes)
+            (standing,) = board.standings()
+            assert (standing.score, standing.max_score) == rules.score(cases)
+
+
+def test_diff_reads_either_report_version() -> None:
+    v1 = {"version": 1, "submissions": [{"path": "a/01.out", "cases": [
+        {"index": 1, "verdict": "AC"}, {"index": 2, "verdict": "WA"}]}]}  # fmt: skip
+    v2 = {"version": 2, "submissions": [{"path": "a/01.out", "verdicts": "AA",
+                                         "extra": {"first": "Pure", "more": 0}}]}  # fmt: skip
+    assert diff_reports(v1, v2) == ["a/01.out: case 2: WA -> AC", "a/01.out: case 3: - -> EXTRA"]
