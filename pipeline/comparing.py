@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import stat
 from bisect import bisect_left
 from collections.abc import Callable, Iterator
@@ -99,9 +100,15 @@ class LineReader:
         return (start[: MAX_LINE + 1], True) if len(start) > MAX_LINE else (start, False)
 
 
+# a line that is blank, or that starts or ends with whitespace (what str.strip removes)
+_UNSTRIPPED = re.compile(r"(?:^|\n)\s|\s(?:\n|$)")
+
+
 def _texts(lines: list[bytes]) -> list[str]:
     cut = [line[:MAX_LINE] + b"..." if len(line) > MAX_LINE else line for line in lines]
     text = b"\n".join(cut).decode("utf-8", "replace")
+    if text and _UNSTRIPPED.search(text) is None:  # the usual output: nothing to strip
+        return text.split("\n")
     return [stripped for line in text.split("\n") if (stripped := line.strip())]
 
 

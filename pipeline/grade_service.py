@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import io
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TextIO
@@ -212,8 +212,7 @@ def _run(
     known = store.known([o.key for o in listed])
     todo = list({o.key: o for o, k in zip(listed, known, strict=True) if not k}.values())
     if todo:
-        for output, result in zip(todo, compare(todo), strict=True):
-            store.put(output.key, result)
+        store.put_many((o.key, result) for o, result in zip(todo, compare(todo), strict=True))
     run = GradeRun(contest, outputs, found, store)
     run.count()
     return run
@@ -270,7 +269,7 @@ class VerdictStore(Protocol):
     """Where each file's verdicts are kept by key: Redis, or a dict."""
 
     def known(self, keys: list[str]) -> list[bool]: ...
-    def put(self, key: str, verdicts: FileVerdicts) -> None: ...
+    def put_many(self, items: Iterable[tuple[str, FileVerdicts]]) -> None: ...
     def get_many(self, keys: list[str]) -> list[FileVerdicts | None]: ...
 
 
@@ -283,8 +282,8 @@ class MemoryVerdicts:
     def known(self, keys: list[str]) -> list[bool]:
         return [key in self._kept for key in keys]
 
-    def put(self, key: str, verdicts: FileVerdicts) -> None:
-        self._kept[key] = verdicts.encode()
+    def put_many(self, items: Iterable[tuple[str, FileVerdicts]]) -> None:
+        self._kept.update((key, verdicts.encode()) for key, verdicts in items)
 
     def get_many(self, keys: list[str]) -> list[FileVerdicts | None]:
         return [FileVerdicts.decode(self._kept[k]) if k in self._kept else None for k in keys]
@@ -307,8 +306,13 @@ class RedisVerdicts:
                 found += [bool(n) for n in pipe.execute()]
         return found
 
-    def put(self, key: str, verdicts: FileVerdicts) -> None:
-        self.client.set(keys.verdicts(key), verdicts.encode(), ex=self.ttl)
+    def put_many(self, items: Iterable[tuple[str, FileVerdicts]]) -> None:
+        pipe = self.client.pipeline(transaction=False)
+        for n, (key, found) in enumerate(items, 1):
+            pipe.set(keys.verdicts(key), found.encode(), ex=self.ttl)
+            if n % self.BATCH == 0:
+                pipe.execute()
+        pipe.execute()
 
     def get_many(self, keys_: list[str]) -> list[FileVerdicts | None]:
         raw = self.client.mget([keys.verdicts(key) for key in keys_]) if keys_ else []

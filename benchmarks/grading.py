@@ -1,0 +1,171 @@
+"""Benchmarks of grading at contest scale: a 500-contestant contest cold and re-graded, report
+sizes, peak memory of every process, and a simulated large contest's comparison rate with one
+and two worker processes, held against two copies of the reference program run the same way."""
+
+from __future__ import annotations
+
+import os
+import random
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from benchmarks.run import Row, fresh_state, run_reference, solve_in_process, write_cases
+from pipeline.local.redis_server import RedisServer
+
+
+def contest(root: Path, contestants: int, tests: int, cases: int, *, seed: int) -> Path:
+    """pathgame tests and one folder of outputs per contestant, a tenth of the lines wrong
+    (kept between runs: generation is deterministic)."""
+    if (root / "done").exists():
+        return root
+    rng = random.Random(seed)
+    (root / "tests").mkdir(parents=True, exist_ok=True)
+    words = ("Snuke", "Sothe")
+    for t in range(tests):
+        path = write_cases(root / "tests" / f"t{t:02d}.in", "pathgame", "random", cases,
+                           size=20, seed=seed + t)  # fmt: skip
+        right = solve_in_process("pathgame", path).decode().splitlines()
+        for c in range(contestants):
+            folder = root / "subs" / f"c{c:05d}"
+            folder.mkdir(parents=True, exist_ok=True)
+            lines = [w if rng.random() < 0.9 else rng.choice(words) for w in right]
+            (folder / f"t{t:02d}.out").write_text("\n".join(lines) + "\n")
+    (root / "done").touch()
+    return root
+
+
+def _grade(root: Path, env: dict[str, str], *reports: str) -> tuple[float, int]:
+    """Wall seconds of `gamebatch grade` on a contest, and the peak RSS in bytes of the largest
+    of its processes and their children (the embedded Redis and workers)."""
+    full = {k: v for k, v in os.environ.items() if not k.startswith("GAMEBATCH_")}
+    full.update(env)
+    start = time.perf_counter()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "pipeline.cli", "grade", "-q", "-p", "pathgame", "--tests",
+         str(root / "tests"), "--submissions", str(root / "subs"), *reports],
+        env=full, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    peak = 0
+    while process.poll() is None:
+        peak = max(peak, _peak_rss(process.pid))
+        time.sleep(0.05)
+    took = time.perf_counter() - start
+    assert process.returncode in (0, 1), process.stderr.read() if process.stderr else ""
+    return took, peak
+
+
+def _peak_rss(pid: int) -> int:
+    """The largest VmHWM among a process and its descendants."""
+    peak, todo = 0, [pid]
+    while todo:
+        current = todo.pop()
+        try:
+            status = Path(f"/proc/{current}/status").read_text()
+            peak = max(peak, int(status.split("VmHWM:")[1].split()[0]) * 1024)
+            children = Path(f"/proc/{current}/task/{current}/children").read_text().split()
+        except (OSError, IndexError):
+            continue
+        todo += [int(child) for child in children]
+    return peak
+
+
+def _change(root: Path, fraction: float, seed: int) -> int:
+    """Rewrite a fraction of the outputs (one line each): what a re-grade finds changed."""
+    paths = sorted((root / "subs").glob("*/*.out"))
+    chosen = random.Random(seed).sample(paths, max(1, int(len(paths) * fraction)))
+    for path in chosen:
+        lines = path.read_text().splitlines()
+        lines[0] = "Sothe" if lines[0] == "Snuke" else "Snuke"
+        path.write_text("\n".join(lines) + "\n")
+    return len(chosen)
+
+
+def contest_rows(data: Path, quick: bool) -> list[Row]:
+    """The 500-contestant contest: cold, re-graded with 1 % changed, and its reports."""
+    contestants = 50 if quick else 500
+    root = contest(data / f"contest-{contestants}", contestants, 5, 1000, seed=11)
+    reports = data / "reports"
+    reports.mkdir(exist_ok=True)
+    wanted = ["--json", str(reports / "r.json"), "--junit", str(reports / "r.xml"),
+              "--scoreboard", str(reports / "board.csv")]  # fmt: skip
+    state = fresh_state()
+    cold, peak = _grade(root, state, *wanted)
+    json_mb = (reports / "r.json").stat().st_size / 2**20
+    junit_mb = (reports / "r.xml").stat().st_size / 2**20
+    changed = _change(root, 0.01, seed=len(os.listdir(reports)))
+    again, _ = _grade(root, state, *wanted)
+    name = f"{contestants} contestants x 5 pathgame tests x 1000 cases"
+    rss = peak / 2**20
+    return [
+        Row("grading", f"{name}, cold, every report", cold, None, "s", None, "<= 5 s", cold <= 5),
+        Row("grading", f"{name}: peak RSS of the largest process", rss, None, "MiB", rss,
+            "< 256 MiB", rss < 256),
+        Row("grading", f"{name}: JSON report", json_mb, None, "MiB", json_mb, "< 10 MiB",
+            json_mb < 10),
+        Row("grading", f"{name}: JUnit report", junit_mb, None, "MiB", junit_mb, "< 2 MiB",
+            junit_mb < 2),
+        Row("grading", f"{name}: re-grade, {changed} files changed", again, cold, "s",
+            again / cold, "<= 0.10x cold", again / cold <= 0.10,
+            "the embedded default starts Redis and workers each time"),
+    ]  # fmt: skip
+
+
+def _on_cluster(root: Path, url: str, workers: int) -> float:
+    """Seconds to grade on a running cluster of `workers` processes, verdicts not stored."""
+    command = [sys.executable, "-m", "pipeline.cli", "worker", "--broker", url,
+               "--concurrency", str(workers)]  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GAMEBATCH_")}
+    worker = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+    try:
+        time.sleep(3)  # ready
+        took, _ = _grade(root, {"GAMEBATCH_BROKER_URL": url})
+        return took
+    finally:
+        os.killpg(worker.pid, 9)
+        worker.wait()
+
+
+def large_contest(data: Path, ref: dict[str, Path] | None, quick: bool) -> list[Row]:
+    """A simulated large contest (GRADING_BENCH_CONTESTANTS contestants, default 10,000; 2,000
+    in the full run unless set; 200 in quick mode) graded on a running cluster with one and
+    two worker processes: cases compared per second, peak RSS."""
+    contestants = 200 if quick else int(os.environ.get("GRADING_BENCH_CONTESTANTS", "2000"))
+    root = contest(data / f"large-{contestants}", contestants, 10, 1000, seed=12)
+    cases = contestants * 10 * 1000
+    rows = []
+    times = {}
+    for workers in (1, 2):
+        with RedisServer(data / f"redis-{workers}") as redis:
+            start = time.perf_counter()
+            times[workers] = _on_cluster(root, redis.url, workers)
+            del start
+        rate = cases / times[workers]
+        rows.append(Row("grading", f"{contestants} x 10 x 1000 contest ({cases:.0e} verdicts),"
+                        f" {workers} worker process(es)", rate, None, "cases/s", rate, "", None))  # fmt: skip
+    speedup = times[1] / times[2]
+    if ref is not None:
+        test = root / "tests" / "t00.in"
+        one = _timed(lambda: run_reference(ref["pathgame"], test))
+        with ThreadPoolExecutor(2) as pool:
+            two = _timed(lambda: list(pool.map(lambda _: run_reference(ref["pathgame"], test),
+                                               range(2))))  # fmt: skip
+        machine = 2 * one / two
+        rows.append(Row("grading", "comparison rate, 2 workers over 1", speedup, machine, "x",
+                        speedup / machine, ">= 0.8x what the machine gives 2 reference copies",
+                        speedup / machine >= 0.8))  # fmt: skip
+    return rows
+
+
+def _timed(fn: object) -> float:
+    start = time.perf_counter()
+    fn()  # type: ignore[operator]
+    return time.perf_counter() - start
+
+
+def grading(data: Path, ref: dict[str, Path] | None, quick: bool) -> list[Row]:
+    """Every grading figure."""
+    return contest_rows(data, quick) + large_contest(data, ref, quick)
