@@ -477,6 +477,12 @@ def _http_service(data: Path, quick: bool) -> list[Row]:
     return http_service(data, quick)
 
 
+def _grading(data: Path, ref: dict[str, Path] | None, quick: bool) -> list[Row]:
+    from benchmarks.grading import grading
+
+    return grading(data, ref, quick)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes (CI)")
@@ -498,6 +504,7 @@ def main() -> int:
         "stage_rates": lambda: stage_rates(data, args.quick),
         "scaling": lambda: scaling(data, args.quick),
         "http_service": lambda: _http_service(data, args.quick),
+        "grading": lambda: _grading(data, ref, args.quick),
     }
     rows: list[Row] = []
     for name, suite in suites.items():

@@ -12,6 +12,7 @@ import sys
 import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
@@ -80,12 +81,7 @@ def test_bulk_grading_scoreboard_reports_and_cache(tmp_path: Path) -> None:
     assert "sloppy/01.out: 28/30 accepted" in first.stdout
     assert "case 5: WA, expected" in first.stdout and "input: " in first.stdout
 
-    suites = ET.parse(tmp_path / "r.xml").getroot().findall("testsuite")
-    assert len(suites) == 9 and all(len(s.findall("testcase")) == 1 for s in suites)
-    failures = [f.get("message", "") for s in suites for f in s.findall("testcase/failure")]
-    assert len(failures) == 5  # sloppy's three files, lazy's two missing ones
-    assert "2 of 30 cases wrong: case 5 WA: expected" in sorted(failures)[0]
-    assert any("found end of file" in message for message in failures)
+    _check_junit_per_file(tmp_path / "r.xml")
 
     second = gamebatch(*args, "--json", str(tmp_path / "r2.json"), "--report-version", "1",
                        "--junit", str(tmp_path / "cases.xml"), "--junit-cases")  # fmt: skip
@@ -96,14 +92,7 @@ def test_bulk_grading_scoreboard_reports_and_cache(tmp_path: Path) -> None:
         "02": "cache",
         "03": "file",
     }
-    assert again["version"] == 1
-    old_style = {s["path"]: s for s in again["submissions"]}
-    wrong = [c for c in old_style["sloppy/01.out"]["cases"] if c["verdict"] != "AC"]
-    assert [(c["index"], c["verdict"]) for c in wrong] == [(5, "WA"), (8, "PE")]
-    assert {c["verdict"] for c in old_style["lazy/02.out"]["cases"]} == {"MISSING"}
-    suites = ET.parse(tmp_path / "cases.xml").getroot().findall("testsuite")
-    assert len(suites) == 9 and all(len(s.findall("testcase")) == 30 for s in suites)
-    assert sum(len(s.findall("testcase/failure")) for s in suites) == 2 * 3 + 2 * 30
+    _check_version_1_and_cases(again, tmp_path / "cases.xml")
     unchanged = gamebatch("diff", str(tmp_path / "r1.json"), str(tmp_path / "r2.json"))
     assert unchanged.returncode == 0 and unchanged.stdout.strip() == "no verdict changed"
 
@@ -115,6 +104,28 @@ def test_bulk_grading_scoreboard_reports_and_cache(tmp_path: Path) -> None:
         "sloppy/01.out: case 5: WA -> AC",
         "sloppy/01.out: case 8: PE -> AC",
     ]
+
+
+def _check_junit_per_file(path: Path) -> None:
+    """One testcase per submission file; a failure lists the wrong cases."""
+    suites = ET.parse(path).getroot().findall("testsuite")
+    assert len(suites) == 9 and all(len(s.findall("testcase")) == 1 for s in suites)
+    failures = [f.get("message", "") for s in suites for f in s.findall("testcase/failure")]
+    assert len(failures) == 5  # sloppy's three files, lazy's two missing ones
+    assert "2 of 30 cases wrong: case 5 WA: expected" in sorted(failures)[0]
+    assert any("found end of file" in message for message in failures)
+
+
+def _check_version_1_and_cases(again: dict[str, Any], cases_xml: Path) -> None:
+    """The reports of today's consumers: every case an object, a JUnit testcase per case."""
+    assert again["version"] == 1
+    old_style = {s["path"]: s for s in again["submissions"]}
+    wrong = [c for c in old_style["sloppy/01.out"]["cases"] if c["verdict"] != "AC"]
+    assert [(c["index"], c["verdict"]) for c in wrong] == [(5, "WA"), (8, "PE")]
+    assert {c["verdict"] for c in old_style["lazy/02.out"]["cases"]} == {"MISSING"}
+    suites = ET.parse(cases_xml).getroot().findall("testsuite")
+    assert len(suites) == 9 and all(len(s.findall("testcase")) == 30 for s in suites)
+    assert sum(len(s.findall("testcase/failure")) for s in suites) == 2 * 3 + 2 * 30
 
 
 @pytest.mark.integration
@@ -245,6 +256,6 @@ def test_a_worker_killed_mid_grading_gives_the_identical_report(
         time.sleep(0.02)
     os.killpg(first.pid, signal.SIGKILL)  # the worker and its pool, like a machine lost
     workers.start(concurrency=2, **fast)
-    out, err = grade.communicate(timeout=240)
+    _, err = grade.communicate(timeout=240)
     assert grade.returncode == 1, err
     assert _same_but_sources(tmp_path / "clean.json", tmp_path / "faulted.json")
