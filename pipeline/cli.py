@@ -505,10 +505,9 @@ def _cmd_grade(args: argparse.Namespace) -> int:
         solver = remote.grade_solver(args, url)
 
     def report(run: grade_service.GradeRun) -> None:
-        grade_service.write_summary(sys.stdout, run, standings=bulk)
         for test, error in sorted(run.found.broken.items()):
             _err(f"error: test {escape.terminal(test)} not graded: {escape.terminal(error)}")
-        outputs.write(run)
+        outputs.write(run, grade_service.summary(sys.stdout, standings=bulk))
 
     run = grade_service.grade(
         settings, problem, tests, subs, scoring=scoring, ignore_case=args.ignore_case,

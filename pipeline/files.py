@@ -89,6 +89,18 @@ def write_atomically(path: Path, fill: Callable[[TextIO], object]) -> None:
         raise OutputError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
+def write_all_atomically(paths: list[Path], fill: Callable[[list[TextIO]], object]) -> None:
+    """Several files filled together, in one pass; each whole under its name, or not at all."""
+
+    def nest(streams: list[TextIO]) -> None:
+        if len(streams) == len(paths):
+            fill(streams)
+        else:
+            write_atomically(paths[len(streams)], lambda out: nest([*streams, out]))
+
+    nest([])
+
+
 def _replace(target: Path, fill: Callable[[TextIO], object]) -> None:
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=target.parent)
     try:

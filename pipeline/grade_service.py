@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TextIO
 
-from pipeline import collector, comparing, escape, files, keys, reports, service, toolkit, verdicts
+from pipeline import comparing, escape, files, keys, reports, service, toolkit, verdicts
 from pipeline.config import Settings
 from pipeline.errors import InputError, JobLost, Refused, UsageError
 from pipeline.grading import CaseResult, Scoring, Standing
@@ -67,16 +67,27 @@ class ReportFiles:
         for path in paths:
             files.check_output(path, graded)
 
-    def write(self, run: GradeRun) -> None:
-        """Write every wanted report, each streamed from the stored verdicts."""
+    def write(self, run: GradeRun, *also: Callable[[GradeRun], reports.Report]) -> None:
+        """Write every wanted report (and `also` the reports made by these functions, such as
+        the text summary) in one pass over the stored verdicts, each file whole or not at
+        all."""
+        makers: list[tuple[Path, Callable[[TextIO], reports.Report]]] = []
         if self.json:
-            files.write_atomically(
-                self.json, lambda out: reports.write_json(out, run, self.version)
-            )
+            version = self.version
+            makers.append((self.json, lambda out: reports.JsonReport(out, run, version)))
         if self.junit:
-            files.write_atomically(
-                self.junit, lambda out: reports.write_junit(out, run, per_case=self.junit_cases)
+            per_case = self.junit_cases
+            makers.append(
+                (self.junit, lambda out: reports.JunitReport(out, run, per_case=per_case))
             )
+        files.write_all_atomically(
+            [path for path, _ in makers],
+            lambda streams: reports.write(
+                run,
+                [make(out) for (_, make), out in zip(makers, streams, strict=True)]
+                + [make_also(run) for make_also in also],
+            ),
+        )
         if self.scoreboard:
             board = (
                 reports.scoreboard_json(run.standings)
@@ -238,7 +249,9 @@ def _compare_on(
         comparing.finish_production(c.store, job_id, chunks, cases)
     service.wait(c, job_id, timeout=None, progress=progress)
     yield from comparing.gather(c.store, job_id, todo)
-    collector.finish(c.store, job_id, s.result_ttl)
+    # the files' verdicts are kept by their keys now: the job is not needed (were the last
+    # ones not stored after all, a re-run compares just those again)
+    c.store.delete(job_id)
 
 
 def _compare_here(todo: list[comparing.Output], contest: Contest) -> Iterator[FileVerdicts]:
@@ -402,11 +415,9 @@ class GradeRun:
         return result.first_mismatches(expected, self.problem.answers)
 
 
-def write_summary(out: TextIO, run: GradeRun, *, standings: bool) -> None:
-    """The text summary, with the input of each mismatch shown, then the standings."""
-    reports.write_text_summary(out, run)
-    if standings:
-        out.write(reports.standings_text(run.standings))
+def summary(out: TextIO, *, standings: bool) -> Callable[[GradeRun], reports.Report]:
+    """The text summary (then the standings) as a report for ReportFiles.write."""
+    return lambda run: reports.TextSummary(out, run, standings=standings)
 
 
 def _read_answers(problem: Problem, path: Path) -> list[str]:

@@ -20,13 +20,47 @@ SHOWN_MISMATCHES = 3  # per file in the text summary
 INPUT_CHARS = 100  # of a mismatched case's input, shown
 
 
-def write_text_summary(out: TextIO, run: GradeRun) -> None:
-    """Per file: accepted/total, score and the first mismatches with their case's input."""
+class Report:
+    """A report written in one pass over the graded files: begin, each file, end."""
+
+    def __init__(self, out: TextIO, run: GradeRun) -> None:
+        self.out, self.run = out, run
+
+    def begin(self) -> None:
+        """What comes before the first file."""
+
+    def file(self, sub: Submission, result: FileVerdicts | None) -> None:
+        """One submission file (None: its test could not be graded)."""
+
+    def end(self) -> None:
+        """What comes after the last file."""
+
+
+def write(run: GradeRun, wanted: list[Report]) -> None:
+    """Every wanted report, in one pass over the stored verdicts."""
+    for report in wanted:
+        report.begin()
     for sub, result in run.graded():
+        for report in wanted:
+            report.file(sub, result)
+    for report in wanted:
+        report.end()
+
+
+class TextSummary(Report):
+    """Per file: accepted/total, score and the first mismatches with their case's input;
+    then the standings, when `standings`."""
+
+    def __init__(self, out: TextIO, run: GradeRun, *, standings: bool) -> None:
+        super().__init__(out, run)
+        self.standings = standings
+
+    def file(self, sub: Submission, result: FileVerdicts | None) -> None:
+        out, run = self.out, self.run
         path = escape.terminal(sub.label)
         if result is None:
             out.write(f"{path}: not graded: {escape.terminal(run.found.broken[sub.test])}\n")
-            continue
+            return
         score, maximum = run.score(sub, result)
         out.write(f"{path}: {result.accepted}/{result.total} accepted,"
                   f" score {score:g}/{maximum:g}\n")  # fmt: skip
@@ -43,6 +77,10 @@ def write_text_summary(out: TextIO, run: GradeRun) -> None:
         if result.wrong > SHOWN_MISMATCHES:
             out.write(f"  ... and {result.wrong - SHOWN_MISMATCHES} more\n")
 
+    def end(self) -> None:
+        if self.standings:
+            self.out.write(standings_text(self.run.standings))
+
 
 def _found(case: CaseResult) -> str:
     return "end of file" if case.found is None else repr(case.found)
@@ -57,24 +95,39 @@ def standings_text(standings: list[Standing]) -> str:
     )
 
 
-def write_json(out: TextIO, run: GradeRun, version: int = REPORT_VERSION) -> None:
-    """The versioned JSON report, written a submission at a time. Version 2 gives each file's
-    verdicts as a string (a letter per case) and its first mismatches with the case's input;
-    version 1 an object per case. `answers` says per test whether the pipeline computed them
-    now, found them cached, or read them from a file."""
-    answers = [{"test": name, "source": _SOURCES[fresh]}
-               for name, fresh in sorted(run.found.solved.items())]  # fmt: skip
-    head: dict[str, Any] = {"version": version, "problem": run.problem.name, "answers": answers}
-    if run.found.broken:
-        head["invalid_tests"] = [
-            {"test": t, "error": e} for t, e in sorted(run.found.broken.items())
-        ]
-    out.write(json.dumps(head, indent=1)[:-2] + ',\n "submissions": [')
-    for n, (sub, result) in enumerate(run.graded()):
-        doc = _submission_v2(run, sub, result) if version == 2 else _submission_v1(run, sub, result)
-        out.write(("," if n else "") + "\n  " + json.dumps(doc, separators=(",", ":")))
-    board = [_standing_dict(s) for s in run.standings]
-    out.write('\n ],\n "scoreboard": ' + json.dumps(board, indent=1) + "\n}\n")
+class JsonReport(Report):
+    """The versioned JSON report. Version 2 gives each file's verdicts as a string (a letter
+    per case) and its first mismatches with the case's input; version 1 an object per case.
+    `answers` says per test whether the pipeline computed them now, found them cached, or
+    read them from a file."""
+
+    def __init__(self, out: TextIO, run: GradeRun, version: int = REPORT_VERSION) -> None:
+        super().__init__(out, run)
+        self.version = version
+        self.files = 0
+
+    def begin(self) -> None:
+        run = self.run
+        answers = [{"test": name, "source": _SOURCES[fresh]}
+                   for name, fresh in sorted(run.found.solved.items())]  # fmt: skip
+        head: dict[str, Any] = {"version": self.version, "problem": run.problem.name,
+                                "answers": answers}  # fmt: skip
+        if run.found.broken:
+            head["invalid_tests"] = [{"test": t, "error": e}
+                                     for t, e in sorted(run.found.broken.items())]  # fmt: skip
+        self.out.write(json.dumps(head, indent=1)[:-2] + ',\n "submissions": [')
+
+    def file(self, sub: Submission, result: FileVerdicts | None) -> None:
+        build = _submission_v2 if self.version == 2 else _submission_v1
+        doc = build(self.run, sub, result)
+        self.out.write(
+            ("," if self.files else "") + "\n  " + json.dumps(doc, separators=(",", ":"))
+        )
+        self.files += 1
+
+    def end(self) -> None:
+        board = [_standing_dict(s) for s in self.run.standings]
+        self.out.write('\n ],\n "scoreboard": ' + json.dumps(board, indent=1) + "\n}\n")
 
 
 def _file_fields(run: GradeRun, sub: Submission, result: FileVerdicts | None) -> dict[str, Any]:
@@ -126,15 +179,25 @@ def _standing_dict(s: Standing) -> dict[str, Any]:
     }
 
 
-def write_junit(out: TextIO, run: GradeRun, *, per_case: bool = False) -> None:
-    """JUnit XML, one testsuite per contestant: by default one testcase per submission file,
-    its failure listing the first wrong cases; `per_case`: one testcase per case."""
-    out.write('<?xml version="1.0" encoding="utf-8"?>\n<testsuites name="gamebatch grade">\n')
-    for sub, result in run.graded():
+class JunitReport(Report):
+    """JUnit XML, one testsuite per submission file: by default with one testcase whose
+    failure lists the first wrong cases; `per_case`: one testcase per case."""
+
+    def __init__(self, out: TextIO, run: GradeRun, *, per_case: bool = False) -> None:
+        super().__init__(out, run)
+        self.per_case = per_case
+
+    def begin(self) -> None:
+        self.out.write(
+            '<?xml version="1.0" encoding="utf-8"?>\n<testsuites name="gamebatch grade">\n'
+        )
+
+    def file(self, sub: Submission, result: FileVerdicts | None) -> None:
+        out, run = self.out, self.run
         classname = escape.xml(f"{sub.contestant}.{sub.test}".strip("."))
-        if per_case and result is not None:
+        if self.per_case and result is not None:
             _junit_cases(out, run, sub, result, classname)
-            continue
+            return
         failures = 0 if result is not None and not result.wrong else 1
         out.write(f"  <testsuite name={_attr(sub.label)} tests=\"1\" failures=\"{failures}\""
                   ' errors="0" skipped="0">\n')  # fmt: skip
@@ -145,7 +208,9 @@ def write_junit(out: TextIO, run: GradeRun, *, per_case: bool = False) -> None:
         else:
             out.write("/>\n")
         out.write("  </testsuite>\n")
-    out.write("</testsuites>\n")
+
+    def end(self) -> None:
+        self.out.write("</testsuites>\n")
 
 
 def _file_failure(run: GradeRun, sub: Submission, result: FileVerdicts | None) -> str:
