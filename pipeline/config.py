@@ -29,6 +29,7 @@ class ChunkSettings(Section):
     max_cases: int = Field(20_000, gt=0)
     window: int = Field(256, ge=0)  # chunks in flight while `solve` produces; 0: no limit
     window_bytes: int = Field(256 << 20, gt=0)  # and their payload bytes at most
+    local_cases: int = Field(100_000, ge=0)  # a comparison job this small runs in `grade`
 
 
 class LimitSettings(Section):

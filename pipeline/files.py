@@ -23,9 +23,9 @@ def check_output(path: Path, inputs: Iterable[Path] = ()) -> None:
     A special file (a terminal, /dev/null, a FIFO) is written directly and is not checked
     beyond its permissions; a regular file's folder must take a new file.
     """
-    for given in inputs:
-        if _same_file(path, given):
-            raise UsageError(f"{path} is the input file {given}: the result would replace it")
+    given = _same_as_any(path, inputs)
+    if given is not None:
+        raise UsageError(f"{path} is the input file {given}: the result would replace it")
     try:
         target, mode = _resolve(path)
     except OSError as exc:
@@ -60,11 +60,20 @@ def _resolve(path: Path) -> tuple[Path, int | None]:
     return Path(os.path.realpath(path)), mode
 
 
-def _same_file(a: Path, b: Path) -> bool:
+def _same_as_any(path: Path, inputs: Iterable[Path]) -> Path | None:
+    """The input that is the same file as `path` (links followed), if any."""
     try:
-        return os.path.samefile(a, b)
+        mine = os.stat(path)
     except OSError:
-        return False
+        return None  # nothing there yet: it is none of them
+    for given in inputs:
+        try:
+            theirs = os.stat(given)
+        except OSError:
+            continue
+        if (theirs.st_dev, theirs.st_ino) == (mine.st_dev, mine.st_ino):
+            return given
+    return None
 
 
 def atomic_write(path: Path, text: str) -> None:

@@ -15,9 +15,10 @@ from pipeline import comparing, escape, files, keys, reports, service, toolkit, 
 from pipeline.config import Settings
 from pipeline.errors import InputError, JobLost, Refused, UsageError
 from pipeline.grading import CaseResult, Scoring, Standing
+from pipeline.jobstore import this_process
 from pipeline.messages import FORMAT, ComparePayload, Segment, encode_answer
 from pipeline.problem import Problem
-from pipeline.producer import Window
+from pipeline.producer import Send, Window
 from pipeline.progress import ProgressBar
 from pipeline.verdicts import FileVerdicts
 
@@ -232,15 +233,19 @@ def _run(
 def _compare_on(
     c: service.Cluster, todo: list[comparing.Output], contest: Contest, progress: ProgressBar
 ) -> Iterator[FileVerdicts]:
-    """The verdicts of `todo`, compared by the cluster's workers in one comparison job."""
+    """The verdicts of `todo`, compared by the cluster's workers in one comparison job; a
+    small job (chunk.local_cases: a re-grade of a few files) is run here, through the same
+    runner and records, as it is produced (no worker has to start)."""
     problem, ignore_case = contest.problem, contest.ignore_case
     job_id = comparing.job_id_for(problem.name, todo)
     s = c.settings
+    local = sum(len(o.expected) for o in todo) <= s.chunk.local_cases
+    send = _run_here(c) if local else c.send
     if not comparing.open_job(c.store, job_id, problem.name, len(todo), s.chunk.max_cases):
         window = Window(c.store, job_id, s, lambda p: c.check(), chunks=s.chunk.window)
         try:
             chunks, cases = comparing.produce(
-                c.store, c.send, job_id, todo, problem=problem.name, ignore_case=ignore_case,
+                c.store, send, job_id, todo, problem=problem.name, ignore_case=ignore_case,
                 window=window if s.chunk.window else None, on_cases=progress.add_total,
             )  # fmt: skip
         except UsageError:
@@ -252,6 +257,18 @@ def _compare_on(
     # the files' verdicts are kept by their keys now: the job is not needed (were the last
     # ones not stored after all, a re-run compares just those again)
     c.store.delete(job_id)
+
+
+def _run_here(c: service.Cluster) -> Send:
+    """A `send` that runs the chunk at once in this process, as a worker would."""
+    from workers.runner import Policy, run_chunk
+
+    policy = Policy(this_process(), c.settings.lease_seconds, c.settings.max_attempts)
+
+    def run(job_id: str, index: int) -> None:
+        run_chunk(c.store, job_id, index, policy)
+
+    return run
 
 
 def _compare_here(todo: list[comparing.Output], contest: Contest) -> Iterator[FileVerdicts]:

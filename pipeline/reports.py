@@ -29,8 +29,8 @@ class Report:
     def begin(self) -> None:
         """What comes before the first file."""
 
-    def file(self, sub: Submission, result: FileVerdicts | None) -> None:
-        """One submission file (None: its test could not be graded)."""
+    def file(self, sub: Submission, result: FileVerdicts | None, shown: list[CaseResult]) -> None:
+        """One submission file (None: its test could not be graded) and its kept mismatches."""
 
     def end(self) -> None:
         """What comes after the last file."""
@@ -41,8 +41,9 @@ def write(run: GradeRun, wanted: list[Report]) -> None:
     for report in wanted:
         report.begin()
     for sub, result in run.graded():
+        shown = [] if result is None else run.mismatches(sub, result)
         for report in wanted:
-            report.file(sub, result)
+            report.file(sub, result, shown)
     for report in wanted:
         report.end()
 
@@ -55,7 +56,7 @@ class TextSummary(Report):
         super().__init__(out, run)
         self.standings = standings
 
-    def file(self, sub: Submission, result: FileVerdicts | None) -> None:
+    def file(self, sub: Submission, result: FileVerdicts | None, shown: list[CaseResult]) -> None:
         out, run = self.out, self.run
         path = escape.terminal(sub.label)
         if result is None:
@@ -64,16 +65,16 @@ class TextSummary(Report):
         score, maximum = run.score(sub, result)
         out.write(f"{path}: {result.accepted}/{result.total} accepted,"
                   f" score {score:g}/{maximum:g}\n")  # fmt: skip
-        for case in run.mismatches(sub, result)[:SHOWN_MISMATCHES]:
+        for case in shown[:SHOWN_MISMATCHES]:
             if case.verdict == Verdict.EXTRA:
                 extra = escape.terminal(case.found or "")
                 out.write(f"  EXTRA output after case {case.index - 1}: {extra}\n")
                 continue
             out.write(f"  case {case.index}: {case.verdict.value}, expected {case.expected!r},"
                       f" found {_found(case)}\n")  # fmt: skip
-            shown = run.case_texts.get(sub.test, {}).get(case.index)
-            if shown:
-                out.write(f"    input: {escape.terminal(shown)}\n")
+            text = run.case_texts.get(sub.test, {}).get(case.index)
+            if text:
+                out.write(f"    input: {escape.terminal(text)}\n")
         if result.wrong > SHOWN_MISMATCHES:
             out.write(f"  ... and {result.wrong - SHOWN_MISMATCHES} more\n")
 
@@ -117,9 +118,11 @@ class JsonReport(Report):
                                      for t, e in sorted(run.found.broken.items())]  # fmt: skip
         self.out.write(json.dumps(head, indent=1)[:-2] + ',\n "submissions": [')
 
-    def file(self, sub: Submission, result: FileVerdicts | None) -> None:
-        build = _submission_v2 if self.version == 2 else _submission_v1
-        doc = build(self.run, sub, result)
+    def file(self, sub: Submission, result: FileVerdicts | None, shown: list[CaseResult]) -> None:
+        if self.version == 2:
+            doc = _submission_v2(self.run, sub, result, shown)
+        else:
+            doc = _submission_v1(self.run, sub, result)
         self.out.write(
             ("," if self.files else "") + "\n  " + json.dumps(doc, separators=(",", ":"))
         )
@@ -139,13 +142,15 @@ def _file_fields(run: GradeRun, sub: Submission, result: FileVerdicts | None) ->
             "max_score": maximum}  # fmt: skip
 
 
-def _submission_v2(run: GradeRun, sub: Submission, result: FileVerdicts | None) -> dict[str, Any]:
+def _submission_v2(
+    run: GradeRun, sub: Submission, result: FileVerdicts | None, mismatches: list[CaseResult]
+) -> dict[str, Any]:
     doc = _file_fields(run, sub, result)
     if result is None:
         return doc
     inputs = run.case_texts.get(sub.test, {})
     shown = []
-    for case in run.mismatches(sub, result):
+    for case in mismatches:
         item = case.as_dict()
         if case.verdict != Verdict.EXTRA:
             item["input"] = inputs.get(case.index)
@@ -192,7 +197,7 @@ class JunitReport(Report):
             '<?xml version="1.0" encoding="utf-8"?>\n<testsuites name="gamebatch grade">\n'
         )
 
-    def file(self, sub: Submission, result: FileVerdicts | None) -> None:
+    def file(self, sub: Submission, result: FileVerdicts | None, shown: list[CaseResult]) -> None:
         out, run = self.out, self.run
         classname = escape.xml(f"{sub.contestant}.{sub.test}".strip("."))
         if self.per_case and result is not None:
@@ -203,7 +208,7 @@ class JunitReport(Report):
                   ' errors="0" skipped="0">\n')  # fmt: skip
         out.write(f"    <testcase name={_attr(sub.test)} classname={_attr(classname)}")
         if failures:
-            out.write(f"><failure message={_attr(_file_failure(run, sub, result))}"
+            out.write(f"><failure message={_attr(_file_failure(run, sub, result, shown))}"
                       f' type="WRONG"/></testcase>\n')  # fmt: skip
         else:
             out.write("/>\n")
@@ -213,10 +218,11 @@ class JunitReport(Report):
         self.out.write("</testsuites>\n")
 
 
-def _file_failure(run: GradeRun, sub: Submission, result: FileVerdicts | None) -> str:
+def _file_failure(
+    run: GradeRun, sub: Submission, result: FileVerdicts | None, shown: list[CaseResult]
+) -> str:
     if result is None:
         return f"not graded: {run.found.broken[sub.test]}"
-    shown = run.mismatches(sub, result)
     parts = [_case_message(case) for case in shown]
     more = f"; and {result.wrong - len(shown)} more" if result.wrong > len(shown) else ""
     return f"{result.wrong} of {result.total} cases wrong: " + "; ".join(parts) + more

@@ -15,7 +15,7 @@ from pipeline import collector, escape, files, keys, producer
 from pipeline.collector import INVALID_WORD
 from pipeline.config import Settings, default_state_dir, worker_settings
 from pipeline.errors import InputError, JobLost, UnknownJob
-from pipeline.jobstore import JobCounters, JobStore
+from pipeline.jobstore import JobCounters, JobState, JobStore
 from pipeline.local import producers
 from pipeline.problem import Problem
 from pipeline.progress import ProgressBar
@@ -30,14 +30,22 @@ class Cluster:
     settings: Settings  # with broker_url set
     store: JobStore
     check: Callable[[], None]
-    local_workers: int = 0  # worker processes this command started on this machine
+    local_workers: int = 0  # worker processes this command starts on this machine
+    ensure: Callable[[], None] = lambda: None  # start the local workers, if not yet done
 
     @cached_property
     def send(self) -> producer.Send:
-        """A function that queues one chunk task, in its job's lane."""
+        """A function that queues one chunk task, in its job's lane (local workers are
+        started with the first one)."""
         from workers.celery_app import create_app, lane_sender
 
-        return lane_sender(create_app(self.settings), self.store, self.settings)
+        queue = lane_sender(create_app(self.settings), self.store, self.settings)
+
+        def send(job_id: str, index: int) -> None:
+            self.ensure()
+            queue(job_id, index)
+
+        return send
 
     def queued_messages(self) -> int:
         """Messages waiting in every lane."""
@@ -45,8 +53,10 @@ class Cluster:
 
 
 @contextmanager
-def cluster(settings: Settings, *, workers: bool = True) -> Iterator[Cluster]:
-    """The configured broker, or the embedded Redis (with local workers unless told not to)."""
+def cluster(settings: Settings, *, workers: bool = True, lazy: bool = True) -> Iterator[Cluster]:
+    """The configured broker, or the embedded Redis with local workers (unless told not to),
+    started once a chunk is queued or an unfinished job is waited for (unless not `lazy`):
+    a command whose work is all cached starts none."""
     if settings.broker_url:
         JobStore.check_url(settings.broker_url)
         yield Cluster(settings, JobStore.from_url(settings.broker_url, command=True), lambda: None)
@@ -55,11 +65,12 @@ def cluster(settings: Settings, *, workers: bool = True) -> Iterator[Cluster]:
 
     count = (settings.workers or os.cpu_count() or 1) if workers else 0
     state = default_state_dir() if settings.state_dir is None else settings.state_dir
-    with EmbeddedCluster(count, worker_settings(settings), Path(state) if state else None) as local:
+    folder = Path(state) if state else None
+    with EmbeddedCluster(count, worker_settings(settings), folder, lazy=lazy) as local:
         bound = settings.model_copy(update={"broker_url": local.url})
         store = JobStore.from_url(local.url, command=True)
         try:
-            yield Cluster(bound, store, local.check, count)
+            yield Cluster(bound, store, local.check, count, local.ensure_workers)
         finally:
             store.close()
 
@@ -170,6 +181,7 @@ class _SolveRun:
         count = producers.producer_count(c.settings, [f.input for f in files], c.local_workers)
         if count < 2 or any(f.source is not None for f in files):
             return [self._queue_or_error(item) for item in files]
+        c.ensure()  # producer processes queue chunks themselves
         tasks = [
             producers.FileTask(c.settings, self.problem.name, item.input, self.keep_going,
                                producer.choose_lane(item.input, c.settings, self.lane))
@@ -268,6 +280,8 @@ def wait(c: Cluster, job_id: str, *, timeout: float | None, progress: ProgressBa
     )
 
     def on_progress(p: JobCounters) -> None:
+        if p.state not in (JobState.COMPLETE, JobState.DONE):
+            c.ensure()  # someone has to do the rest
         c.check()
         progress.job_done(p.job_id, p.done)
         recovery.tick(p)

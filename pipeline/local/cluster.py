@@ -148,9 +148,13 @@ class EmbeddedCluster(AbstractContextManager["EmbeddedCluster"]):
     the folder cannot be used, the data lives in a temporary folder for this command only.
     """
 
-    def __init__(self, workers: int, settings: str = "", state: Path | None = None) -> None:
-        """`settings`: a config file's text for the local workers (the command's settings)."""
+    def __init__(
+        self, workers: int, settings: str = "", state: Path | None = None, *, lazy: bool = False
+    ) -> None:
+        """`settings`: a config file's text for the local workers (the command's settings);
+        `lazy`: start the workers only when `ensure_workers` is first called."""
         self.workers = workers
+        self.lazy = lazy
         self.state = StateDir(state) if state else None
         self._tmp, self._tmp_owner = _private_folder()
         self.config: str | None = None
@@ -173,7 +177,7 @@ class EmbeddedCluster(AbstractContextManager["EmbeddedCluster"]):
     def __enter__(self) -> EmbeddedCluster:
         try:
             self._start_redis()
-            if self.workers:
+            if self.workers and not self.lazy:
                 self._start_workers()
         except BaseException:
             self.close()
@@ -217,6 +221,11 @@ class EmbeddedCluster(AbstractContextManager["EmbeddedCluster"]):
             self.url, self.workers, self.log, config=self.config, tie_to_parent=True,
             extra_env={"TMPDIR": str(self._tmp)},  # what they leave when killed goes with it
         )  # fmt: skip
+
+    def ensure_workers(self) -> None:
+        """Start the local workers if they have not been started yet (a lazy cluster)."""
+        if self.workers and self.worker is None:
+            self._start_workers()
 
     def check(self) -> None:
         """Start the local workers again when they died; give up after a few times."""

@@ -61,7 +61,7 @@ def serve(settings: Settings, host: str, port: int, tokens: tuple[TokenSetting, 
     """Run the HTTP service until interrupted."""
     check_exposure(host, tokens)
     logging.basicConfig(level=logging.INFO, format="gamebatch serve: %(message)s")
-    with service.cluster(settings) as c:
+    with service.cluster(settings, lazy=False) as c:
         spool = Spool(spool_folder(settings))
         spool.sweep_uploads()
         server = _instance_name(spool.root)

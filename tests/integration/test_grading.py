@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 import redis
 
+from pipeline.local.children import terminate
 from pipeline.local.redis_server import RedisServer
 from pipeline.registry import get_problem
 from tests.conftest import Workers
@@ -174,9 +175,10 @@ def test_a_regrade_compares_only_the_changed_files(
     tmp_path: Path, redis_server: RedisServer, workers: Workers
 ) -> None:
     tests, subs = _contest(tmp_path, contestants=30, cases=50)
-    workers.start(concurrency=2)
+    worker = workers.start(concurrency=2)
     args = ["grade", "-q", "-p", "strgame", "--tests", str(tests), "--submissions", str(subs),
-            "--broker", redis_server.url]  # fmt: skip
+            "--broker", redis_server.url, "--config", str(tmp_path / "workers.yaml")]  # fmt: skip
+    (tmp_path / "workers.yaml").write_text("chunk:\n  local_cases: 0\n")  # all on the workers
     first = gamebatch(*args, "--json", str(tmp_path / "r1.json"))
     assert first.returncode == 1, first.stderr
 
@@ -209,6 +211,15 @@ def test_a_regrade_compares_only_the_changed_files(
     assert third.returncode == 1 and _verdict_keys(redis_server.url) - stored == new
     assert ran() == before
     assert _same_but_sources(tmp_path / "r3.json", tmp_path / "r2.json")
+    terminate(worker, 5)  # a small re-grade needs no worker: `grade` compares it itself
+    changed.write_text((tests / "t2.in").read_text().splitlines()[0] * 2 + "\n")
+    local = gamebatch(*args[:-2], "--json", str(tmp_path / "r4.json"))
+    assert local.returncode == 1, local.stderr
+    fourth = json.loads((tmp_path / "r4.json").read_text())
+    (redone,) = [s for s in fourth["submissions"] if s["path"] == "c007/t2.out"]
+    assert redone["verdicts"] == "W" + "M" * 49 and len(_verdict_keys(redis_server.url)) == 2 + len(
+        stored
+    )
 
 
 def _same_but_sources(a: Path, b: Path) -> bool:
