@@ -233,6 +233,8 @@ def gather(store: Store, job_id: str, outputs: list[Output]) -> Iterator[FileVer
     number, current = 0, FileVerdicts()
     for codes, details in store.iter_details(job_id, chunks):
         for file, letters, shown, extra in segments_of(codes, details):
+            if not number <= file < len(outputs):
+                raise JobFailed(f"job {job_id} has verdicts of a file it does not compare")
             if file != number:
                 yield _checked(current, outputs[number], job_id)
                 number, current = file, FileVerdicts()

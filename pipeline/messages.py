@@ -120,7 +120,7 @@ def decode_payload(data: bytes) -> ChunkPayload | ComparePayload:
         if version == FORMAT and doc.get("kind") == "compare":
             return _compare_payload(doc)
         payload = ChunkPayload(str(doc["problem"]), int(doc["first"]), list(doc["cases"]))
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+    except (ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:
         raise BadPayload(f"malformed chunk payload: {exc}") from None
     if version != FORMAT:
         raise BadPayload(

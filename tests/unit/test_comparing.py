@@ -4,6 +4,7 @@ against the in-process reference (`grading.compare`, `Scoring.score`) on random 
 from __future__ import annotations
 
 import io
+import json
 import random
 from pathlib import Path
 
@@ -12,7 +13,7 @@ import pytest
 from pipeline import comparing, verdicts
 from pipeline.grading import CaseResult, Group, Scoring, Verdict, compare
 from pipeline.memstore import MemoryStore
-from pipeline.messages import encode_answer
+from pipeline.messages import BadPayload, ComparePayload, Segment, decode_payload, encode_answer
 from pipeline.registry import get_problem
 from pipeline.reports import diff_reports
 from workers.runner import Outcome, run_chunk
@@ -135,3 +136,21 @@ def test_diff_reads_either_report_version() -> None:
     v2 = {"version": 2, "submissions": [{"path": "a/01.out", "verdicts": "AA",
                                          "extra": {"first": "Pure", "more": 0}}]}  # fmt: skip
     assert diff_reports(v1, v2) == ["a/01.out: case 2: WA -> AC", "a/01.out: case 3: - -> EXTRA"]
+
+
+def test_comparison_payloads_round_trip_and_malformed_ones_fail_their_chunk() -> None:
+    payload = ComparePayload("strgame", True, [
+        Segment(0, 1, "01", ["Pure", "x y"]), Segment(0, 3, "", [], ("Dirty", 2)),
+    ])  # fmt: skip
+    assert decode_payload(payload.encode()) == payload
+    good = json.loads(payload.encode())
+    for segments in ([[0, 1, "01", "Pure", [1]]], [[0, 1, 5, "Pure", None]], [[0, 1]], 7):
+        with pytest.raises(BadPayload):
+            decode_payload(json.dumps({**good, "segments": segments}).encode())
+    store, job = MemoryStore(), "compare.strgame-" + "1" * 24
+    comparing.open_job(store, job, "strgame", 1, 100)
+    bad = ComparePayload("strgame", False, [Segment(0, 1, "0z", ["Pure", "Pure"])])
+    store.put_chunk(job, 0, bad.encode())
+    assert run_chunk(store, job, 0) == Outcome.FAILED  # "z" is no answer code of strgame
+    progress = store.progress(job)
+    assert progress is not None and "not an answer code" in progress.failures[0]
