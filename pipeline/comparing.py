@@ -6,7 +6,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import stat
 from bisect import bisect_left
 from collections.abc import Callable, Iterator
@@ -24,9 +23,8 @@ from pipeline.jobstore import JobState, this_process
 from pipeline.messages import ComparePayload, Segment
 from pipeline.producer import Send, Window
 from pipeline.store import Store
-from pipeline.verdicts import FileVerdicts
+from pipeline.verdicts import MAX_LINE, FileVerdicts, output_lines
 
-MAX_LINE = 4096  # bytes of an output line held and judged; a longer line cannot be right
 BLOCK = 1 << 20  # bytes read at a time
 CHUNK_CASES = 50_000  # cases of a comparison chunk at most (and settings.chunk.max_cases)
 CHUNK_BYTES = 1 << 20  # bytes of output lines in a comparison chunk, about
@@ -91,25 +89,13 @@ class LineReader:
                 continue
             lines = [head, *parts[1:-1]]
             self._rest, self._cut = self._hold(parts[-1])
-            yield _texts(lines)
+            yield output_lines(lines)
         if self._rest:
-            yield _texts([self._rest])
+            yield output_lines([self._rest])
 
     @staticmethod
     def _hold(start: bytes) -> tuple[bytes, bool]:
         return (start[: MAX_LINE + 1], True) if len(start) > MAX_LINE else (start, False)
-
-
-# a line that is blank, or that starts or ends with whitespace (what str.strip removes)
-_UNSTRIPPED = re.compile(r"(?:^|\n)\s|\s(?:\n|$)")
-
-
-def _texts(lines: list[bytes]) -> list[str]:
-    cut = [line[:MAX_LINE] + b"..." if len(line) > MAX_LINE else line for line in lines]
-    text = b"\n".join(cut).decode("utf-8", "replace")
-    if text and _UNSTRIPPED.search(text) is None:  # the usual output: nothing to strip
-        return text.split("\n")
-    return [stripped for line in text.split("\n") if (stripped := line.strip())]
 
 
 class Packer:
@@ -123,6 +109,12 @@ class Packer:
 
     def room(self) -> int:
         return self.max_cases - self.cases
+
+    def whole(self, number: int, expected: str, data: bytes) -> None:
+        """A whole small file as one segment, its lines left for the worker to split."""
+        if self.segments and (len(expected) > self.room() or len(data) > CHUNK_BYTES - self.bytes):
+            self.flush()
+        self.add(Segment(number, 1, expected, [], data=data), len(data))
 
     def add(self, segment: Segment, size: int) -> None:
         self.segments.append(segment)
@@ -195,12 +187,26 @@ def produce(
             packer.file(number, output.expected, iter(()))
             continue
         with open_output(output.path) as stream:
-            reader = LineReader(stream)
-            packer.file(number, output.expected, reader.blocks())
-        if reader.hash.hexdigest() != output.digest:  # verdicts of other bytes than listed
+            digest = _read(stream, packer, number, output.expected)
+        if digest != output.digest:  # verdicts of other bytes than listed
             raise UsageError(f"cannot read {output.path}: the file changed while it was read")
     packer.flush()
     return chunks, sum(len(o.expected) for o in outputs)
+
+
+def _read(stream: BufferedReader, packer: Packer, number: int, expected: str) -> str:
+    """One file into segments: whole when it is small (the worker splits its lines), else
+    line by line; the SHA-256 of what was read."""
+    size = os.fstat(stream.fileno()).st_size
+    if size <= CHUNK_BYTES and len(expected) <= packer.max_cases:
+        data = stream.read(CHUNK_BYTES + 1)
+        if len(data) <= CHUNK_BYTES:
+            packer.whole(number, expected, data)
+            return hashlib.sha256(data).hexdigest()
+        stream.seek(0)  # it grew: read it as a large file (its hash says it changed)
+    reader = LineReader(stream)
+    packer.file(number, expected, reader.blocks())
+    return reader.hash.hexdigest()
 
 
 def open_job(store: Store, job_id: str, problem: str, files: int, max_cases: int) -> bool:

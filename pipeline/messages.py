@@ -93,6 +93,7 @@ class Segment:
     lines: list[str]  # the file's non-blank lines for them, stripped (fewer at its end)
     extra: tuple[str, int] | None = None  # at the file's end: a line past the last case, and
     # how many more there are
+    data: bytes | None = None  # instead of lines and extra: the whole file, for the worker
 
 
 @dataclass(frozen=True)
@@ -104,8 +105,10 @@ class ComparePayload:
     segments: list[Segment]
 
     def encode(self) -> bytes:
-        """Compact JSON; a segment's lines travel as one string (they hold no newline)."""
+        """Compact JSON; a segment's lines travel as one string (they hold no newline), a whole
+        file's bytes as latin-1 text (one character per byte)."""
         segments = [[s.file, s.first, s.expected, "\n".join(s.lines), s.extra]
+                    if s.data is None else [s.file, s.first, s.expected, s.data.decode("latin-1")]
                     for s in self.segments]  # fmt: skip
         doc = {"format": FORMAT, "kind": "compare", "problem": self.problem,
                "ignore_case": self.ignore_case, "segments": segments}  # fmt: skip
@@ -132,9 +135,15 @@ def decode_payload(data: bytes) -> ChunkPayload | ComparePayload:
 
 def _compare_payload(doc: dict[str, Any]) -> ComparePayload:
     segments = []
-    for file, first, expected, text, extra in doc["segments"]:
+    for file, first, expected, text, *rest in doc["segments"]:
         if not isinstance(expected, str) or not isinstance(text, str):
             raise TypeError("a segment's answers and lines are strings")
+        if not rest:  # a whole file, its bytes as latin-1 text
+            segments.append(
+                Segment(int(file), int(first), expected, [], data=text.encode("latin-1"))
+            )
+            continue
+        (extra,) = rest
         lines = text.split("\n") if text else []
         shown = (str(extra[0]), int(extra[1])) if extra else None
         segments.append(Segment(int(file), int(first), expected, lines, shown))

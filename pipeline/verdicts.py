@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -10,6 +11,32 @@ from typing import Any
 from pipeline.escape import shorten
 from pipeline.grading import SHOWN_CHARS, CaseResult, Scoring, Standing, Verdict
 from pipeline.messages import ANSWER_CODES
+
+MAX_LINE = 4096  # bytes of an output line held and judged; a longer line cannot be right
+# a line that is blank, or that starts or ends with whitespace (what str.strip removes)
+_UNSTRIPPED = re.compile(r"(?:^|\n)\s|\s(?:\n|$)")
+
+
+def output_lines(lines: list[bytes]) -> list[str]:
+    """An output's raw lines (without newlines) as the grader judges them: each cut at
+    MAX_LINE bytes (then marked "..."), decoded, stripped, and the blank ones dropped."""
+    cut = [line[:MAX_LINE] + b"..." if len(line) > MAX_LINE else line for line in lines]
+    text = b"\n".join(cut).decode("utf-8", "replace")
+    if text and _UNSTRIPPED.search(text) is None:  # the usual output: nothing to strip
+        return text.split("\n")
+    return [stripped for line in text.split("\n") if (stripped := line.strip())]
+
+
+def compare_file(
+    expected: list[str], data: bytes, *, ignore_case: bool
+) -> tuple[str, list[tuple[int, str | None]], tuple[str, int] | None]:
+    """A whole output file: the letters of its cases, the first mismatches, and the lines
+    past the last case (the first one shortened, and how many more)."""
+    lines = output_lines(data.split(b"\n"))
+    codes, shown = compare_segment(expected, lines[: len(expected)], 1, ignore_case=ignore_case)
+    rest = lines[len(expected) :]
+    return codes, shown, (shorten(rest[0], SHOWN_CHARS), len(rest) - 1) if rest else None
+
 
 CODES = {Verdict.AC: "A", Verdict.WA: "W", Verdict.PE: "P", Verdict.MISSING: "M"}
 VERDICT_OF = {code: verdict for verdict, code in CODES.items()}

@@ -20,7 +20,7 @@ from pipeline.messages import (
 from pipeline.problem import Problem
 from pipeline.registry import registry
 from pipeline.store import Store
-from pipeline.verdicts import compare_segment
+from pipeline.verdicts import compare_file, compare_segment
 
 
 class Outcome(StrEnum):
@@ -148,8 +148,14 @@ def compare_chunk(problem: Problem, payload: ComparePayload) -> tuple[str, str]:
             expected = [words[code] for code in seg.expected]
         except KeyError as exc:
             raise BadPayload(f"{exc} is not an answer code of {problem.name}") from None
-        letters, shown = compare_segment(expected, seg.lines, seg.first,
-                                         ignore_case=payload.ignore_case)  # fmt: skip
+        extra = seg.extra
+        if seg.data is not None:
+            letters, shown, extra = compare_file(
+                expected, seg.data, ignore_case=payload.ignore_case
+            )
+        else:
+            letters, shown = compare_segment(expected, seg.lines, seg.first,
+                                             ignore_case=payload.ignore_case)  # fmt: skip
         codes.append(letters)
-        details.append([seg.file, len(letters), shown, seg.extra])
+        details.append([seg.file, len(letters), shown, extra])
     return "".join(codes), json.dumps(details, separators=(",", ":"))

@@ -90,6 +90,32 @@ def test_distributed_verdicts_equal_the_in_process_ones(tmp_path: Path, seed: in
         assert result.wrong == len([c for c in reference if c.verdict != Verdict.AC])
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_a_whole_file_and_its_lines_get_the_same_verdicts(tmp_path: Path, seed: int) -> None:
+    """Small files travel whole (the worker splits them), large ones line by line."""
+    rng = random.Random(seed)
+    expected = [rng.choice(WORDS) for _ in range(40)]
+    path = tmp_path / "a.out"
+    path.write_bytes(random_output(rng, expected).encode() + b"\xff\xfe caf\xc3\xa9\n")
+    codes = "".join(encode_answer(WORDS.index(w)) for w in expected)
+    output = comparing.Output("k", path, codes, comparing.digest_of(path))
+    found = []
+    for max_cases in (100, 7):  # whole; then cut into segments of at most 7 cases
+        store = MemoryStore()
+        job = f"compare.strgame-{max_cases:024x}"
+        comparing.open_job(store, job, "strgame", 1, max_cases)
+        chunks, cases = comparing.produce(
+            store, lambda j, i: None, job, [output], problem="strgame", ignore_case=False,
+            window=None, on_cases=lambda n: None,
+        )  # fmt: skip
+        assert (chunks > 1) == (max_cases == 7)
+        store.finish_production(job, chunks, cases)
+        assert all(run_chunk(store, job, i) == Outcome.SOLVED for i in range(chunks))
+        (result,) = comparing.gather(store, job, [output])
+        found.append(result)
+    assert found[0] == found[1]
+
+
 def test_a_file_changed_while_it_was_read_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "a.out"
     path.write_text("Pure\n")
