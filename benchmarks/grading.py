@@ -114,37 +114,47 @@ def contest_rows(data: Path, quick: bool) -> list[Row]:
     ]  # fmt: skip
 
 
-def _on_cluster(root: Path, url: str, workers: int) -> float:
-    """Seconds to grade on a running cluster of `workers` processes, verdicts not stored."""
-    command = [sys.executable, "-m", "pipeline.cli", "worker", "--broker", url,
-               "--concurrency", str(workers)]  # fmt: skip
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GAMEBATCH_")}
-    worker = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
-    try:
-        time.sleep(3)  # ready
-        took, _ = _grade(root, {"GAMEBATCH_BROKER_URL": url})
-        return took
-    finally:
-        os.killpg(worker.pid, 9)
-        worker.wait()
+def _comparisons_on_cluster(root: Path, data: Path, workers: int) -> tuple[float, int]:
+    """Seconds of the comparisons alone on a running cluster of `workers` processes (a cold
+    grading less an unchanged re-grade, the answers known beforehand), and the peak RSS of
+    the grader and of the workers."""
+    with RedisServer(data / f"redis-{workers}") as redis:
+        command = [sys.executable, "-m", "pipeline.cli", "worker", "--broker", redis.url,
+                   "--concurrency", str(workers)]  # fmt: skip
+        env = {k: v for k, v in os.environ.items() if not k.startswith("GAMEBATCH_")}
+        worker = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+        try:
+            on = {"GAMEBATCH_BROKER_URL": redis.url}
+            nobody = data / "no-submissions"
+            (nobody / "subs").mkdir(parents=True, exist_ok=True)
+            (nobody / "tests").mkdir(exist_ok=True)
+            for test in (root / "tests").glob("*.in"):
+                (nobody / "tests" / test.name).write_bytes(test.read_bytes())
+            _grade(nobody, on)  # the answers, solved and cached
+            cold, peak = _grade(root, on)
+            again, _ = _grade(root, on)  # nothing to compare: everything else
+            return cold - again, max(peak, _peak_rss(worker.pid))
+        finally:
+            os.killpg(worker.pid, 9)
+            worker.wait()
 
 
 def large_contest(data: Path, ref: dict[str, Path] | None, quick: bool) -> list[Row]:
-    """A simulated large contest (GRADING_BENCH_CONTESTANTS contestants, default 10,000; 2,000
-    in the full run unless set; 200 in quick mode) graded on a running cluster with one and
-    two worker processes: cases compared per second, peak RSS."""
-    contestants = 200 if quick else int(os.environ.get("GRADING_BENCH_CONTESTANTS", "2000"))
+    """A simulated large contest (10 pathgame tests of 1,000 cases; GRADING_BENCH_CONTESTANTS
+    contestants, 10,000 by default, 200 in quick mode) graded on a running cluster of one
+    and of two worker processes: cases compared per second, and peak RSS of every process."""
+    contestants = 200 if quick else int(os.environ.get("GRADING_BENCH_CONTESTANTS", "10000"))
     root = contest(data / f"large-{contestants}", contestants, 10, 1000, seed=12)
     cases = contestants * 10 * 1000
-    rows = []
-    times = {}
+    rows, times = [], {}
     for workers in (1, 2):
-        with RedisServer(data / f"redis-{workers}") as redis:
-            times[workers] = _on_cluster(root, redis.url, workers)
-        rate = cases / times[workers]
-        name = f"{contestants} x 10 x 1000 contest, {workers} worker process(es), cold"
-        rows.append(Row("grading", name, rate, None, "cases/s", rate, "", None))
+        times[workers], peak = _comparisons_on_cluster(root, data, workers)
+        rate, rss = cases / times[workers], peak / 2**20
+        name = f"{contestants} x 10 x 1000 contest ({cases:.0e} verdicts), {workers} worker(s)"
+        rows.append(Row("grading", f"{name}: comparisons", rate, None, "cases/s", rate, "", None))
+        rows.append(Row("grading", f"{name}: peak RSS of the largest process", rss, None, "MiB",
+                        rss, "< 256 MiB", rss < 256))  # fmt: skip
     speedup = times[1] / times[2]
     if ref is not None:
         test = root / "tests" / "t00.in"
