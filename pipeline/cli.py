@@ -519,6 +519,7 @@ def _cmd_grade(args: argparse.Namespace) -> int:
 def _grade_layout(args: argparse.Namespace, bulk: bool) -> tuple[list[Any], list[Any], list[str]]:
     """Tests, submissions and notes from the command line (bulk folders or files)."""
     from pipeline import escape, grade_service
+    from pipeline.grading import Submission, Test
 
     if bulk:
         if args.files or args.answers or not (args.tests and args.submissions):
@@ -531,7 +532,7 @@ def _grade_layout(args: argparse.Namespace, bulk: bool) -> tuple[list[Any], list
     given, *outputs = args.files
     if not given.is_file():
         raise UsageError(f"cannot read {given}: no such file")
-    test = grade_service.Test(escape.file_name(given.stem), given, args.answers)
+    test = Test(escape.file_name(given.stem), given, args.answers)
     subs, notes = [], []
     for path in outputs:
         label = escape.file_name(str(path))
@@ -540,7 +541,7 @@ def _grade_layout(args: argparse.Namespace, bulk: bool) -> tuple[list[Any], list
         if not path.exists():
             notes.append(f"{label} does not exist: graded all MISSING")
         found = path if path.exists() else None
-        subs.append(grade_service.Submission(escape.file_name(path.stem), test.name, found, label))
+        subs.append(Submission(escape.file_name(path.stem), test.name, found, label))
     return [test], subs, notes
 
 

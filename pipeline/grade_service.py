@@ -14,37 +14,13 @@ from typing import Any, Protocol, TextIO
 from pipeline import comparing, escape, files, keys, reports, service, toolkit, verdicts
 from pipeline.config import Settings
 from pipeline.errors import InputError, JobLost, Refused, UsageError
-from pipeline.grading import CaseResult, Scoring, Standing
+from pipeline.grading import CaseResult, Found, Scoring, Standing, Submission, Test
 from pipeline.jobstore import this_process
 from pipeline.messages import FORMAT, ComparePayload, Segment, encode_answer
 from pipeline.problem import Problem
 from pipeline.producer import Send, Window
 from pipeline.progress import ProgressBar
 from pipeline.verdicts import FileVerdicts
-
-
-@dataclass(frozen=True)
-class Test:
-    """An input file with optional official answers."""
-
-    name: str  # printable (see escape.file_name)
-    input: Path
-    answers: Path | None = None
-
-    @property
-    def path_stem(self) -> str:
-        """The name as the file system spells it."""
-        return self.input.stem
-
-
-@dataclass(frozen=True)
-class Submission:
-    """A contestant's output for a test (None: the file does not exist)."""
-
-    contestant: str
-    test: str
-    path: Path | None
-    label: str
 
 
 @dataclass(frozen=True)
@@ -129,15 +105,6 @@ def grade(
             return run
     finally:
         progress.close()
-
-
-@dataclass
-class Found:
-    """The answers of every test as codes, how they were found, and the tests refused."""
-
-    expected: dict[str, str]
-    solved: dict[str, bool | None]  # test -> solved now (True), cached (False), a file (None)
-    broken: dict[str, str]  # test -> why its answers could not be had
 
 
 def _found(problem: Problem, tests: list[Test], solver: Solver, keep_going: bool) -> Found:

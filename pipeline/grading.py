@@ -7,6 +7,7 @@ import fnmatch
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
+from pathlib import Path
 from typing import Any
 
 from pipeline.escape import shorten
@@ -148,3 +149,36 @@ class Standing:
     def total_accepted(self) -> int:
         """Accepted cases over every test."""
         return sum(self.accepted.values())
+
+
+@dataclass(frozen=True)
+class Test:
+    """An input file with optional official answers."""
+
+    name: str  # printable (see escape.file_name)
+    input: Path
+    answers: Path | None = None
+
+    @property
+    def path_stem(self) -> str:
+        """The name as the file system spells it."""
+        return self.input.stem
+
+
+@dataclass(frozen=True)
+class Submission:
+    """A contestant's output for a test (None: the file does not exist)."""
+
+    contestant: str
+    test: str
+    path: Path | None
+    label: str
+
+
+@dataclass
+class Found:
+    """The answers of every test as codes, how they were found, and the tests refused."""
+
+    expected: dict[str, str]
+    solved: dict[str, bool | None]  # test -> solved now (True), cached (False), a file (None)
+    broken: dict[str, str]  # test -> why its answers could not be had

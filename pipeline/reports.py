@@ -5,15 +5,29 @@ from __future__ import annotations
 import csv
 import io
 import json
-from typing import TYPE_CHECKING, Any, TextIO
+from collections.abc import Iterator
+from typing import Any, Protocol, TextIO
 from xml.sax.saxutils import quoteattr
 
 from pipeline import escape
-from pipeline.grading import CaseResult, Standing, Verdict
+from pipeline.grading import CaseResult, Found, Standing, Submission, Verdict
+from pipeline.problem import Problem
 from pipeline.verdicts import VERDICT_OF, FileVerdicts
 
-if TYPE_CHECKING:
-    from pipeline.grade_service import GradeRun, Submission
+
+class GradeRun(Protocol):
+    """What reports read of a grading (grade_service.GradeRun)."""
+
+    found: Found
+    standings: list[Standing]
+    case_texts: dict[str, dict[int, str]]  # test -> case -> its input, shortened
+
+    @property
+    def problem(self) -> Problem: ...
+    def graded(self) -> Iterator[tuple[Submission, FileVerdicts | None]]: ...
+    def score(self, sub: Submission, result: FileVerdicts) -> tuple[float, float]: ...
+    def mismatches(self, sub: Submission, result: FileVerdicts) -> list[CaseResult]: ...
+
 
 REPORT_VERSION = 2  # of the JSON report; 1 (every case an object) by `grade --report-version 1`
 SHOWN_MISMATCHES = 3  # per file in the text summary
