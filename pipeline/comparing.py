@@ -164,8 +164,10 @@ class Packer:
 def produce(
     store: Store, send: Send, job_id: str, outputs: list[Output], *, problem: str,
     ignore_case: bool, window: Window | None, on_cases: Callable[[int], None],
+    on_file: Callable[[int], None] = lambda n: None,
 ) -> tuple[int, int]:  # fmt: skip
-    """Queue every chunk of a comparison job that has no verdicts yet; (chunks, cases)."""
+    """Queue every chunk of a comparison job that has no verdicts yet; (chunks, cases).
+    `on_file` hears how many files were read so far."""
     answered = store.answered(job_id)
     chunks = 0
 
@@ -185,11 +187,12 @@ def produce(
     for number, output in enumerate(outputs):
         if output.path is None:
             packer.file(number, output.expected, iter(()))
-            continue
-        with open_output(output.path) as stream:
-            digest = _read(stream, packer, number, output.expected)
-        if digest != output.digest:  # verdicts of other bytes than listed
-            raise UsageError(f"cannot read {output.path}: the file changed while it was read")
+        else:
+            with open_output(output.path) as stream:
+                digest = _read(stream, packer, number, output.expected)
+            if digest != output.digest:  # verdicts of other bytes than listed
+                raise UsageError(f"cannot read {output.path}: the file changed while it was read")
+        on_file(number + 1)
     packer.flush()
     return chunks, sum(len(o.expected) for o in outputs)
 

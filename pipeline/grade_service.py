@@ -214,6 +214,7 @@ def _compare_on(
             chunks, cases = comparing.produce(
                 c.store, send, job_id, todo, problem=problem.name, ignore_case=ignore_case,
                 window=window if s.chunk.window else None, on_cases=progress.add_total,
+                on_file=lambda n: progress.set_files(n, len(todo)),
             )  # fmt: skip
         except UsageError:
             c.store.delete(job_id)

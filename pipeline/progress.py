@@ -21,6 +21,7 @@ class ProgressBar:
         self.done = 0
         self.total = 0
         self._by_job: dict[str, int] = {}
+        self._files = ""  # what set_files said, shown beside the cases
         self._start = time.monotonic()
         self._last_line = self._start
         self._bar: tqdm[Any] | None = None
@@ -33,6 +34,12 @@ class ProgressBar:
         if self._bar is not None:
             self._bar.total = self.total
             self._bar.refresh()
+
+    def set_files(self, done: int, total: int, what: str = "files read") -> None:
+        """Files handled so far (a grading's), shown with the cases."""
+        self._files = f"{done}/{total} {what}"
+        if self._bar is not None:
+            self._bar.set_postfix_str(self._files, refresh=False)
 
     def job_done(self, job_id: str, done: int) -> None:
         """Cases of one job answered so far."""
@@ -61,8 +68,10 @@ class ProgressBar:
         elapsed = max(time.monotonic() - self._start, 1e-9)
         rate = self.done / elapsed
         left = (self.total - self.done) / rate if rate and self.total > self.done else 0.0
+        files = f"{self._files}, " if self._files else ""
         return (
-            f"{self.label}: {self.done}/{self.total} cases, {rate:,.0f} cases/s, {left:,.0f} s left"
+            f"{self.label}: {files}{self.done}/{self.total} cases, {rate:,.0f} cases/s,"
+            f" {left:,.0f} s left"
         )
 
     def close(self) -> None:

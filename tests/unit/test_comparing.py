@@ -15,6 +15,7 @@ from pipeline.grading import CaseResult, Group, Scoring, Verdict, compare
 from pipeline.memstore import MemoryStore
 from pipeline.messages import BadPayload, ComparePayload, Segment, decode_payload, encode_answer
 from pipeline.registry import get_problem
+from pipeline.progress import ProgressBar
 from pipeline.reports import diff_reports
 from workers.runner import Outcome, run_chunk
 
@@ -180,3 +181,12 @@ def test_comparison_payloads_round_trip_and_malformed_ones_fail_their_chunk() ->
     assert run_chunk(store, job, 0) == Outcome.FAILED  # "z" is no answer code of strgame
     progress = store.progress(job)
     assert progress is not None and "not an answer code" in progress.failures[0]
+
+
+def test_the_progress_line_counts_files_and_cases() -> None:
+    out = io.StringIO()
+    bar = ProgressBar("grade", stream=out)
+    bar.add_total(3000)
+    bar.set_files(2, 3)
+    bar.job_done("compare.strgame-" + "2" * 24, 2000)
+    assert bar.summary().startswith("grade: 2/3 files read, 2000/3000 cases, ")
