@@ -14,8 +14,8 @@ from pipeline import comparing, verdicts
 from pipeline.grading import CaseResult, Group, Scoring, Verdict, compare
 from pipeline.memstore import MemoryStore
 from pipeline.messages import BadPayload, ComparePayload, Segment, decode_payload, encode_answer
-from pipeline.registry import get_problem
 from pipeline.progress import ProgressBar
+from pipeline.registry import get_problem
 from pipeline.reports import diff_reports
 from workers.runner import Outcome, run_chunk
 
