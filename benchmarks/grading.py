@@ -157,8 +157,8 @@ def large_contest(data: Path, ref: dict[str, Path] | None, quick: bool) -> list[
                         rss, "< 256 MiB", rss < 256))  # fmt: skip
     speedup = times[1] / times[2]
     if ref is not None:  # what the machine gives two single-threaded copies over one
-        big = write_cases(data / "ref-scale.in", "pathgame", "random", 40 if quick else 400,
-                          size=500_000, seed=3)  # fmt: skip
+        big = write_cases(data / "ref-scale.in", "pathgame", "random", 2000 if quick else 20000,
+                          size=1000, seed=3)  # fmt: skip
         one = min(_timed(lambda: run_reference(ref["pathgame"], big)) for _ in range(3))
         with ThreadPoolExecutor(2) as pool:
             two = min(_timed(lambda: list(pool.map(lambda _: run_reference(ref["pathgame"], big),
