@@ -208,6 +208,8 @@ def _settings(args: argparse.Namespace, need_broker: bool) -> Settings:
 
 def _remote(args: argparse.Namespace) -> str | None:
     """The server of client mode, or None for a cluster (then --token-file makes no sense)."""
+    if not getattr(args, "server", None) and not os.environ.get("GAMEBATCH_SERVER"):
+        return None  # a cluster (and no HTTP client to load)
     from pipeline.client import server_url
 
     url = server_url(getattr(args, "server", None))

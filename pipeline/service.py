@@ -33,19 +33,17 @@ class Cluster:
     local_workers: int = 0  # worker processes this command starts on this machine
     ensure: Callable[[], None] = lambda: None  # start the local workers, if not yet done
 
+    def send(self, job_id: str, index: int) -> None:
+        """Queue one chunk task, in its job's lane (local workers start with the first one;
+        Celery is loaded only then)."""
+        self.ensure()
+        self._queue(job_id, index)
+
     @cached_property
-    def send(self) -> producer.Send:
-        """A function that queues one chunk task, in its job's lane (local workers are
-        started with the first one)."""
+    def _queue(self) -> producer.Send:
         from workers.celery_app import create_app, lane_sender
 
-        queue = lane_sender(create_app(self.settings), self.store, self.settings)
-
-        def send(job_id: str, index: int) -> None:
-            self.ensure()
-            queue(job_id, index)
-
-        return send
+        return lane_sender(create_app(self.settings), self.store, self.settings)
 
     def queued_messages(self) -> int:
         """Messages waiting in every lane."""
