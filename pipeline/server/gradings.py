@@ -29,8 +29,8 @@ from pipeline.server.spool import Spool
 from pipeline.server.uploads import receive
 
 log = logging.getLogger("gamebatch.server")
-_ID = re.compile(r"[A-Za-z0-9_.]+(-[A-Za-z0-9_.]+)*-[0-9a-f]{24}(-ignore-case)?")
-_PARAMS = ("problem", "ignore_case")
+_ID = re.compile(r"[A-Za-z0-9_.]+(-[A-Za-z0-9_.]+)*-[0-9a-f]{24}(-ignore-case)?(-keep-going)?")
+_PARAMS = ("problem", "ignore_case", "keep_going")
 REPORTS = {  # route -> (file in the grading's folder, media type)
     "report.json": ("report.json", "application/json"),
     "junit": ("junit.xml", "application/xml"),
@@ -46,6 +46,13 @@ class GradingTask:
     grading_id: str
     problem: str
     ignore_case: bool
+    keep_going: bool = False  # an invalid test marks its submissions, the rest is graded
+
+    @classmethod
+    def of_record(cls, grading_id: str, record: dict[str, str]) -> GradingTask:
+        """The task of a recorded grading (one to resume)."""
+        return cls(grading_id, record["problem"], record.get("ignore_case") == "1",
+                   record.get("keep_going") == "1")  # fmt: skip
 
     def run(self, settings: Settings, records: Records, spool: Spool) -> None:
         """What a runner does with it."""
@@ -71,14 +78,16 @@ async def create(service: Service, request: Request, caller: Caller) -> Response
     except UsageError as exc:
         raise ApiError(400, str(exc)) from None
     ignore_case = params.get("ignore_case", "0") in ("1", "true")
+    keep_going = params.get("keep_going", "0") in ("1", "true")
     gradings = service.records.of_kind("grading")
     limit = service.settings.server.max_pending_jobs
     if await run_in_threadpool(gradings.pending_count) >= limit:
         raise ApiError(503, "too many unfinished gradings; try again later", {"Retry-After": "5"})
     received = await receive(service, request, raw_only=True)  # streamed and hashed, as jobs
     try:
-        grading_id = f"{problem.name}-{received.sha256[:24]}" + (
-            "-ignore-case" if ignore_case else "")  # fmt: skip
+        grading_id = (f"{problem.name}-{received.sha256[:24]}"
+                      + ("-ignore-case" if ignore_case else "")
+                      + ("-keep-going" if keep_going else ""))  # fmt: skip
         existing = await run_in_threadpool(gradings.get, grading_id)
         if existing and existing.get("state") not in ("failed", "cancelled"):
             return JSONResponse(view(existing), 200)
@@ -86,11 +95,12 @@ async def create(service: Service, request: Request, caller: Caller) -> Response
     finally:
         service.spool.discard(received.path)
     fields = {"problem": problem.name, "ignore_case": str(int(ignore_case)),
-              "owner": caller.name, "size": str(received.size)}  # fmt: skip
+              "keep_going": str(int(keep_going)), "owner": caller.name,
+              "size": str(received.size)}  # fmt: skip
     if not await run_in_threadpool(gradings.open, grading_id, fields):
         return JSONResponse(view(await _record(service, grading_id)), 200)
     await run_in_threadpool(gradings.event, "grading.created", grading_id, {})
-    service.runners.submit(GradingTask(grading_id, problem.name, ignore_case))
+    service.runners.submit(GradingTask(grading_id, problem.name, ignore_case, keep_going))
     record = await _record(service, grading_id)
     return JSONResponse(view(record), 201, headers={"Location": f"/v1/gradings/{grading_id}"})
 
@@ -235,10 +245,12 @@ def _grade(settings: Settings, spool: Spool, task: GradingTask) -> dict[str, str
         grade_service.ReportFiles(scoreboard=where / "scoreboard.json").write(run)
 
     run = grade_service.grade(settings, problem, tests, subs, scoring=scoring,
-                              ignore_case=task.ignore_case, quiet=True, use=write)  # fmt: skip
+                              ignore_case=task.ignore_case, quiet=True, use=write,
+                              keep_going=task.keep_going)  # fmt: skip
     unpacked_notes = json.loads((where / "notes.json").read_text())
     summary = {
         "tests": len(tests), "submissions": len(subs), "all_accepted": run.all_accepted,
         "contestants": len(run.standings), "cases_wrong": run.wrong_cases,
+        **({"invalid_tests": run.found.broken} if run.found.broken else {}),
     }  # fmt: skip
     return {"summary": json.dumps(summary), "notes": json.dumps(unpacked_notes + notes)}

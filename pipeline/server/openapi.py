@@ -210,6 +210,12 @@ DOCUMENT: dict[str, Any] = {
                         "schema": {"type": "string"},
                     },
                     {"name": "ignore_case", "in": "query", "schema": {"enum": ["0", "1"]}},
+                    {
+                        "name": "keep_going",
+                        "in": "query",
+                        "schema": {"enum": ["0", "1"]},
+                        "description": "grade the other tests when one is invalid",
+                    },
                 ],
                 requestBody={
                     "required": True,

@@ -124,7 +124,7 @@ def _resume_gradings(records: Records, spool: Spool, runners: RunnerPool) -> Non
         if not (folder(spool, grading_id) / "notes.json").exists():
             gradings.finish(grading_id, "failed", error="the archive was lost; upload it again")
             continue
-        runners.submit(GradingTask(grading_id, record["problem"], record.get("ignore_case") == "1"))
+        runners.submit(GradingTask.of_record(grading_id, record))
 
 
 def _resume(records: Records, spool: Spool, runners: RunnerPool) -> None:

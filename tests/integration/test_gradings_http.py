@@ -155,6 +155,15 @@ def test_a_grading_with_a_bad_test_fails_with_the_cli_message_and_cancel_works(
                             content=_tar_gz(files)).json()["id"]  # fmt: skip
         ended = _ended(http, grading)
         assert ended["state"] == "failed" and "t1.in:3: case 2:" in ended["error"], ended
+        kept = http.post("/v1/gradings", params={"problem": "strgame", "keep_going": "1"},
+                         content=_tar_gz(files)).json()["id"]  # fmt: skip
+        assert kept == f"{grading}-keep-going"
+        ended = _ended(http, kept)
+        assert ended["state"] == "done", ended  # the other test is graded
+        assert "t1.in:3: case 2:" in ended["summary"]["invalid_tests"]["t1"]
+        report = http.get(ended["links"]["report.json"]).json()
+        marked = {s["test"]: s for s in report["submissions"]}
+        assert marked["t1"]["error"].startswith("not graded: ") and "verdicts" in marked["t2"]
 
 
 def test_a_grading_can_be_cancelled_by_its_owner(tmp_path: Path, redis_server: RedisServer) -> None:
