@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import signal
@@ -497,7 +498,7 @@ def _cmd_grade(args: argparse.Namespace) -> int:
     outputs = grade_service.ReportFiles(args.json, args.junit, args.scoreboard,
                                         args.report_version, args.junit_cases)  # fmt: skip
     graded = [t.input for t in tests] + [t.answers for t in tests if t.answers is not None]
-    outputs.check(graded + [s.path for s in subs if s.path is not None])
+    outputs.check(itertools.chain(graded, (s.path for s in subs if s.path is not None)))
     scoring = load_scoring(args.scoring) if args.scoring else Scoring()
     for note in notes:
         _err(f"warning: {escape.terminal(note)}")
@@ -518,7 +519,9 @@ def _cmd_grade(args: argparse.Namespace) -> int:
     return run.exit_status()
 
 
-def _grade_layout(args: argparse.Namespace, bulk: bool) -> tuple[list[Any], list[Any], list[str]]:
+def _grade_layout(
+    args: argparse.Namespace, bulk: bool
+) -> tuple[list[Any], Sequence[Any], list[str]]:
     """Tests, submissions and notes from the command line (bulk folders or files)."""
     from pipeline import escape, grade_service
     from pipeline.grading import Submission, Test

@@ -60,6 +60,26 @@ def _resolve(path: Path) -> tuple[Path, int | None]:
     return Path(os.path.realpath(path)), mode
 
 
+def check_not_inputs(outputs: list[Path], inputs: Iterable[Path]) -> None:
+    """Refuse outputs that are one of the inputs (links followed); the inputs are looked at
+    once, and not at all when no output exists yet."""
+    existing = {}
+    for path in outputs:
+        with contextlib.suppress(OSError):
+            st = os.stat(path)
+            existing[(st.st_dev, st.st_ino)] = path
+    if not existing:
+        return
+    for given in inputs:
+        try:
+            st = os.stat(given)
+        except OSError:
+            continue
+        if (st.st_dev, st.st_ino) in existing:
+            path = existing[(st.st_dev, st.st_ino)]
+            raise UsageError(f"{path} is the input file {given}: the result would replace it")
+
+
 def _same_as_any(path: Path, inputs: Iterable[Path]) -> Path | None:
     """The input that is the same file as `path` (links followed), if any."""
     try:

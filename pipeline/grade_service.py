@@ -6,10 +6,11 @@ from __future__ import annotations
 import hashlib
 import io
 import os
-from collections.abc import Callable, Iterable, Iterator
+import stat
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, TextIO
+from typing import Any, Protocol, TextIO, overload
 
 from pipeline import comparing, escape, files, keys, reports, service, toolkit, verdicts
 from pipeline.config import Settings
@@ -36,13 +37,15 @@ class ReportFiles:
     def _paths(self) -> list[Path]:
         return [p for p in (self.json, self.junit, self.scoreboard) if p is not None]
 
-    def check(self, graded: list[Path]) -> None:
-        """Before any work: each report writable, apart, and none of them a graded file."""
+    def check(self, graded: Iterable[Path]) -> None:
+        """Before any work: each report writable, apart, and none of them a graded file (the
+        graded files are looked at once, and only when some report file exists already)."""
         paths = self._paths()
         if len({os.path.realpath(p) for p in paths}) < len(paths):
             raise UsageError("--json, --junit and --scoreboard must name different files")
         for path in paths:
-            files.check_output(path, graded)
+            files.check_output(path)
+        files.check_not_inputs(paths, graded)
 
     def write(self, run: GradeRun, *also: Callable[[GradeRun], reports.Report]) -> None:
         """Write every wanted report (and `also` the reports made by these functions, such as
@@ -81,7 +84,7 @@ computed now (else cached), or the error line of a test whose input is invalid."
 
 
 def grade(
-    settings: Settings, problem: Problem, tests: list[Test], submissions: list[Submission], *,
+    settings: Settings, problem: Problem, tests: list[Test], submissions: Sequence[Submission], *,
     scoring: Scoring, ignore_case: bool, quiet: bool = False, solver: Solver | None = None,
     keep_going: bool = False, use: Callable[[GradeRun], None] = lambda run: None,
 ) -> GradeRun:  # fmt: skip
@@ -168,31 +171,38 @@ class Contest:
 
     problem: Problem
     tests: list[Test]
-    submissions: list[Submission]
+    submissions: Sequence[Submission]
     scoring: Scoring
     ignore_case: bool
+
+
+BATCH_FILES = 20_000  # files hashed, looked up and compared at a time
 
 
 def _run(
     contest: Contest, found: Found, store: VerdictStore,
     compare: Callable[[list[comparing.Output]], Iterator[FileVerdicts]],
 ) -> GradeRun:  # fmt: skip
-    problem, ignore_case = contest.problem, contest.ignore_case
-    outputs: list[comparing.Output | None] = []
-    for sub in contest.submissions:
-        expected = found.expected.get(sub.test)
-        if expected is None:
-            outputs.append(None)
-            continue
-        digest = comparing.digest_of(sub.path)
-        key = file_key(problem, expected, ignore_case, digest)
-        outputs.append(comparing.Output(key, sub.path, expected, digest))
-    listed = [o for o in outputs if o is not None]
-    known = store.known([o.key for o in listed])
-    todo = list({o.key: o for o, k in zip(listed, known, strict=True) if not k}.values())
-    if todo:
-        store.put_many((o.key, result) for o, result in zip(todo, compare(todo), strict=True))
-    run = GradeRun(contest, outputs, found, store)
+    """Each file's key (32 bytes kept per file), and the verdicts of those not stored yet,
+    compared a batch of files at a time."""
+    subs = contest.submissions
+    keys = bytearray(32 * len(subs))
+    for start in range(0, len(subs), BATCH_FILES):
+        outputs = []
+        for i in range(start, min(start + BATCH_FILES, len(subs))):
+            sub = subs[i]
+            expected = found.expected.get(sub.test)
+            if expected is None:
+                continue  # its test is broken: no key
+            digest = comparing.digest_of(sub.path)
+            key = file_key(contest.problem, expected, contest.ignore_case, digest)
+            keys[32 * i : 32 * i + 32] = bytes.fromhex(key)
+            outputs.append(comparing.Output(key, sub.path, expected, digest))
+        known = store.known([o.key for o in outputs])
+        todo = list({o.key: o for o, k in zip(outputs, known, strict=True) if not k}.values())
+        if todo:
+            store.put_many((o.key, got) for o, got in zip(todo, compare(todo), strict=True))
+    run = GradeRun(contest, keys, found, store)
     run.count()
     return run
 
@@ -322,7 +332,7 @@ class GradeRun:
     """A grading: its files, where their verdicts are, and the totals counted from them."""
 
     contest: Contest
-    outputs: list[comparing.Output | None]  # per submission; None: its test is broken
+    keys: bytearray  # 32 bytes per submission: its verdicts' key (zeros: its test is broken)
     found: Found
     store: VerdictStore
     standings: list[Standing] = field(default_factory=list)
@@ -342,24 +352,30 @@ class GradeRun:
         """The tests, in order."""
         return self.contest.tests
 
+    def key(self, i: int) -> str | None:
+        """The key of submission `i`'s verdicts (None: its test is broken)."""
+        raw = self.keys[32 * i : 32 * i + 32]
+        return raw.hex() if any(raw) else None
+
     def graded(self) -> Iterator[tuple[Submission, FileVerdicts | None]]:
         """Every submission with its verdicts (None: its test is broken), read in batches."""
+        subs = self.contest.submissions
         batch: list[int] = []
         size = 0
-        for i, output in enumerate(self.outputs):
+        for i in range(len(subs)):
             batch.append(i)
-            size += len(output.expected) if output else 0
+            size += len(self.found.expected.get(subs[i].test, ""))
             if size >= self.BYTES or len(batch) >= RedisVerdicts.BATCH:
                 yield from self._read(batch)
                 batch, size = [], 0
         yield from self._read(batch)
 
     def _read(self, batch: list[int]) -> Iterator[tuple[Submission, FileVerdicts | None]]:
-        wanted = [o.key for i in batch if (o := self.outputs[i]) is not None]
-        found = iter(self.store.get_many(wanted))
-        for i in batch:
-            result = next(found) if self.outputs[i] is not None else None
-            if self.outputs[i] is not None and result is None:
+        keys = [self.key(i) for i in batch]
+        found = iter(self.store.get_many([k for k in keys if k is not None]))
+        for i, key in zip(batch, keys, strict=True):
+            result = next(found) if key is not None else None
+            if key is not None and result is None:
                 raise JobLost("Redis lost verdicts of this grading: grade again")
             yield self.contest.submissions[i], result
 
@@ -420,9 +436,37 @@ def _read_answers(problem: Problem, path: Path) -> list[str]:
     return words
 
 
+class FolderSubmissions(Sequence[Submission]):
+    """Every (contestant, test) pair of a bulk layout, each made when asked: a byte per file
+    says whether it is there, so that a listing of a million files stays small."""
+
+    def __init__(self, folders: list[tuple[str, Path]], tests: list[Test], present: bytearray):
+        self.folders, self.tests, self.present = folders, tests, present
+
+    def __len__(self) -> int:
+        return len(self.folders) * len(self.tests)
+
+    @overload
+    def __getitem__(self, i: int) -> Submission: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[Submission]: ...
+
+    def __getitem__(self, i: int | slice) -> Submission | list[Submission]:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        if i < 0:
+            i += len(self)
+        if not 0 <= i < len(self):
+            raise IndexError(i)
+        contestant, folder = self.folders[i // len(self.tests)]
+        test = self.tests[i % len(self.tests)]
+        path = folder / f"{test.path_stem}.out" if self.present[i] else None
+        return Submission(contestant, test.name, path, f"{contestant}/{test.name}.out")
+
+
 def bulk_layout(
     tests_dir: Path, submissions_dir: Path
-) -> tuple[list[Test], list[Submission], list[str]]:
+) -> tuple[list[Test], FolderSubmissions, list[str]]:
     """NAME.in (+ NAME.ans) tests; one folder of NAME.out files per contestant; notes.
 
     Nothing in the submissions folder that is not a plain folder or a regular file is
@@ -440,20 +484,21 @@ def bulk_layout(
     if not tests:
         raise UsageError(f"no NAME.in files in {tests_dir}")
     notes: list[str] = []
-    submissions = []
+    folders, present = [], bytearray()
     for folder in _contestant_folders(submissions_dir, notes):
         contestant = escape.file_name(folder.name)
+        folders.append((contestant, folder))
         for test in tests:
-            out = folder / f"{test.path_stem}.out"
-            label = f"{contestant}/{test.name}.out"
-            if out.is_symlink() or (out.exists() and not out.is_file()):
-                kind = "a symbolic link" if out.is_symlink() else "not a regular file"
-                notes.append(f"{label} is {kind}: not read, graded as missing")
-                out_path = None
-            else:
-                out_path = out if out.exists() else None
-            submissions.append(Submission(contestant, test.name, out_path, label))
-    return tests, submissions, notes
+            try:
+                mode = os.lstat(folder / f"{test.path_stem}.out").st_mode
+            except OSError:
+                present.append(0)  # no such file: graded all MISSING
+                continue
+            present.append(stat.S_ISREG(mode))
+            if not stat.S_ISREG(mode):
+                kind = "a symbolic link" if stat.S_ISLNK(mode) else "not a regular file"
+                notes.append(f"{contestant}/{test.name}.out is {kind}: not read, graded as missing")
+    return tests, FolderSubmissions(folders, tests, present), notes
 
 
 def _contestant_folders(submissions_dir: Path, notes: list[str]) -> list[Path]:

@@ -17,6 +17,7 @@ from pipeline.messages import BadPayload, ComparePayload, Segment, decode_payloa
 from pipeline.progress import ProgressBar
 from pipeline.registry import get_problem
 from pipeline.reports import diff_reports
+from tests.helpers import answers, input_text, random_cases
 from workers.runner import Outcome, run_chunk
 
 STRGAME = get_problem("strgame")
@@ -190,3 +191,43 @@ def test_the_progress_line_counts_files_and_cases() -> None:
     bar.set_files(2, 3)
     bar.job_done("compare.strgame-" + "2" * 24, 2000)
     assert bar.summary().startswith("grade: 2/3 files read, 2000/3000 cases, ")
+
+
+def test_a_contest_graded_in_batches_gets_what_one_batch_gets(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pipeline import grade_service
+    from pipeline.grading import Submission
+
+    rng = random.Random(9)
+    (tmp_path / "tests").mkdir()
+    for t in ("t1", "t2"):
+        text = input_text(STRGAME, random_cases(STRGAME, "random", 20, 10, seed=len(t)))
+        (tmp_path / "tests" / f"{t}.in").write_text(text)
+        words = answers(STRGAME, text).splitlines()
+        (tmp_path / "tests" / f"{t}.ans").write_text("\n".join(words) + "\n")
+        for c in range(7):
+            folder = tmp_path / "subs" / f"c{c}"
+            folder.mkdir(parents=True, exist_ok=True)
+            if (c + len(t)) % 4:  # some files are missing
+                (folder / f"{t}.out").write_text(random_output(rng, words))
+    (tmp_path / "subs" / "c0" / "t2.out").unlink(missing_ok=True)
+    (tmp_path / "subs" / "c0" / "t2.out").symlink_to(tmp_path / "tests" / "t1.ans")
+    tests, subs, notes = grade_service.bulk_layout(tmp_path / "tests", tmp_path / "subs")
+    assert len(subs) == 14 and notes == [
+        "c0/t2.out is a symbolic link: not read, graded as missing"
+    ]
+    assert subs[1] == Submission("c0", "t2", None, "c0/t2.out") and subs[-1].contestant == "c6"
+
+    def graded(batch: int) -> tuple[list[object], list[object]]:
+        monkeypatch.setattr(grade_service, "BATCH_FILES", batch)
+        found = grade_service._found(STRGAME, tests, lambda todo: [], keep_going=False)
+        contest = grade_service.Contest(STRGAME, tests, subs, Scoring(), False)
+        store = grade_service.MemoryVerdicts()
+        run = grade_service._run(
+            contest, found, store, lambda todo: grade_service._compare_here(todo, contest)
+        )
+        return [(s.label, v.codes if v else None) for s, v in run.graded()], run.standings
+
+    assert graded(3) == graded(1000)
+    assert graded(3)[0][1] == ("c0/t2.out", "M" * 20)
