@@ -523,13 +523,13 @@ def _grade_layout(
     args: argparse.Namespace, bulk: bool
 ) -> tuple[list[Any], Sequence[Any], list[str]]:
     """Tests, submissions and notes from the command line (bulk folders or files)."""
-    from pipeline import escape, grade_service
+    from pipeline import escape, layout
     from pipeline.grading import Submission, Test
 
     if bulk:
         if args.files or args.answers or not (args.tests and args.submissions):
             raise UsageError("bulk grading takes --tests DIR and --submissions DIR, no files")
-        return grade_service.bulk_layout(args.tests, args.submissions)
+        return layout.bulk_layout(args.tests, args.submissions)
     if len(args.files) < 2:
         raise UsageError("give an INPUT and at least one SUBMISSION (or --tests/--submissions)")
     if args.scoreboard:

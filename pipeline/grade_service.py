@@ -6,13 +6,12 @@ from __future__ import annotations
 import hashlib
 import io
 import os
-import stat
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, TextIO, overload
+from typing import TextIO
 
-from pipeline import comparing, escape, files, keys, reports, service, toolkit, verdicts
+from pipeline import comparing, files, reports, service, toolkit, verdicts
 from pipeline.config import Settings
 from pipeline.errors import InputError, JobLost, Refused, UsageError
 from pipeline.grading import CaseResult, Found, Scoring, Standing, Submission, Test
@@ -21,6 +20,7 @@ from pipeline.messages import FORMAT, ComparePayload, Segment, encode_answer
 from pipeline.problem import Problem
 from pipeline.producer import Send, Window
 from pipeline.progress import ProgressBar
+from pipeline.verdict_store import MemoryVerdicts, RedisVerdicts, VerdictStore
 from pipeline.verdicts import FileVerdicts
 
 
@@ -273,60 +273,6 @@ def _compare_here(todo: list[comparing.Output], contest: Contest) -> Iterator[Fi
         yield result
 
 
-class VerdictStore(Protocol):
-    """Where each file's verdicts are kept by key: Redis, or a dict."""
-
-    def known(self, keys: list[str]) -> list[bool]: ...
-    def put_many(self, items: Iterable[tuple[str, FileVerdicts]]) -> None: ...
-    def get_many(self, keys: list[str]) -> list[FileVerdicts | None]: ...
-
-
-class MemoryVerdicts:
-    """Verdicts in this process, stored as they are in Redis."""
-
-    def __init__(self) -> None:
-        self._kept: dict[str, str] = {}
-
-    def known(self, keys: list[str]) -> list[bool]:
-        return [key in self._kept for key in keys]
-
-    def put_many(self, items: Iterable[tuple[str, FileVerdicts]]) -> None:
-        self._kept.update((key, verdicts.encode()) for key, verdicts in items)
-
-    def get_many(self, keys: list[str]) -> list[FileVerdicts | None]:
-        return [FileVerdicts.decode(self._kept[k]) if k in self._kept else None for k in keys]
-
-
-class RedisVerdicts:
-    """Verdicts in Redis (`gb:verdicts:{key}`), kept for `ttl` seconds after each use."""
-
-    BATCH = 500  # keys per round trip
-
-    def __init__(self, client: Any, ttl: int) -> None:
-        self.client, self.ttl = client, ttl
-
-    def known(self, keys_: list[str]) -> list[bool]:
-        found: list[bool] = []
-        for start in range(0, len(keys_), self.BATCH):
-            with self.client.pipeline(transaction=False) as pipe:
-                for key in keys_[start : start + self.BATCH]:
-                    pipe.expire(keys.verdicts(key), self.ttl)  # 1 when it exists
-                found += [bool(n) for n in pipe.execute()]
-        return found
-
-    def put_many(self, items: Iterable[tuple[str, FileVerdicts]]) -> None:
-        pipe = self.client.pipeline(transaction=False)
-        for n, (key, found) in enumerate(items, 1):
-            pipe.set(keys.verdicts(key), found.encode(), ex=self.ttl)
-            if n % self.BATCH == 0:
-                pipe.execute()
-        pipe.execute()
-
-    def get_many(self, keys_: list[str]) -> list[FileVerdicts | None]:
-        raw = self.client.mget([keys.verdicts(key) for key in keys_]) if keys_ else []
-        return [None if value is None else FileVerdicts.decode(value) for value in raw]
-
-
 @dataclass
 class GradeRun:
     """A grading: its files, where their verdicts are, and the totals counted from them."""
@@ -434,85 +380,3 @@ def _read_answers(problem: Problem, path: Path) -> list[str]:
                 file=str(path),
             )
     return words
-
-
-class FolderSubmissions(Sequence[Submission]):
-    """Every (contestant, test) pair of a bulk layout, each made when asked: a byte per file
-    says whether it is there, so that a listing of a million files stays small."""
-
-    def __init__(self, folders: list[tuple[str, Path]], tests: list[Test], present: bytearray):
-        self.folders, self.tests, self.present = folders, tests, present
-
-    def __len__(self) -> int:
-        return len(self.folders) * len(self.tests)
-
-    @overload
-    def __getitem__(self, i: int) -> Submission: ...
-    @overload
-    def __getitem__(self, i: slice) -> list[Submission]: ...
-
-    def __getitem__(self, i: int | slice) -> Submission | list[Submission]:
-        if isinstance(i, slice):
-            return [self[j] for j in range(*i.indices(len(self)))]
-        if i < 0:
-            i += len(self)
-        if not 0 <= i < len(self):
-            raise IndexError(i)
-        contestant, folder = self.folders[i // len(self.tests)]
-        test = self.tests[i % len(self.tests)]
-        path = folder / f"{test.path_stem}.out" if self.present[i] else None
-        return Submission(contestant, test.name, path, f"{contestant}/{test.name}.out")
-
-
-def bulk_layout(
-    tests_dir: Path, submissions_dir: Path
-) -> tuple[list[Test], FolderSubmissions, list[str]]:
-    """NAME.in (+ NAME.ans) tests; one folder of NAME.out files per contestant; notes.
-
-    Nothing in the submissions folder that is not a plain folder or a regular file is
-    followed or read: a symbolic link (to /etc/passwd, to the tests, out of the folder), a
-    FIFO or a device is skipped with a note, and a skipped output is graded all MISSING.
-    """
-    if not tests_dir.is_dir():
-        raise UsageError(f"tests folder {tests_dir} does not exist")
-    if not submissions_dir.is_dir():
-        raise UsageError(f"submissions folder {submissions_dir} does not exist")
-    tests = []
-    for path in sorted(tests_dir.glob("*.in")):
-        ans = path.with_suffix(".ans")
-        tests.append(Test(escape.file_name(path.stem), path, ans if ans.is_file() else None))
-    if not tests:
-        raise UsageError(f"no NAME.in files in {tests_dir}")
-    notes: list[str] = []
-    folders, present = [], bytearray()
-    for folder in _contestant_folders(submissions_dir, notes):
-        contestant = escape.file_name(folder.name)
-        folders.append((contestant, folder))
-        for test in tests:
-            try:
-                mode = os.lstat(folder / f"{test.path_stem}.out").st_mode
-            except OSError:
-                present.append(0)  # no such file: graded all MISSING
-                continue
-            present.append(stat.S_ISREG(mode))
-            if not stat.S_ISREG(mode):
-                kind = "a symbolic link" if stat.S_ISLNK(mode) else "not a regular file"
-                notes.append(f"{contestant}/{test.name}.out is {kind}: not read, graded as missing")
-    return tests, FolderSubmissions(folders, tests, present), notes
-
-
-def _contestant_folders(submissions_dir: Path, notes: list[str]) -> list[Path]:
-    """The real folders directly in `submissions_dir`, links noted and skipped."""
-    folders, names = [], set()
-    for entry in sorted(submissions_dir.iterdir()):
-        shown = escape.file_name(entry.name)
-        if entry.is_symlink():
-            notes.append(f"{shown} is a symbolic link: not followed, not graded")
-            continue
-        if not entry.is_dir():
-            continue
-        if shown in names:
-            raise UsageError(f"two contestant folders are both shown as {shown!r}: rename one")
-        names.add(shown)
-        folders.append(entry)
-    return folders

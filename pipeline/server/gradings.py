@@ -15,7 +15,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response
 
-from pipeline import grade_service, toolkit
+from pipeline import grade_service, layout, toolkit
 from pipeline.config import Settings
 from pipeline.errors import GamebatchError, UsageError
 from pipeline.grading import Scoring
@@ -117,7 +117,7 @@ def _unpack(service: Service, archive: Path, grading_id: str) -> None:
         root = unpacked.root
         if not (root / "tests").is_dir() or not (root / "subs").is_dir():
             raise ArchiveRefused("the archive needs a tests/ and a subs/ folder")
-        grade_service.bulk_layout(root / "tests", root / "subs")
+        layout.bulk_layout(root / "tests", root / "subs")
         (where / "notes.json").write_text(json.dumps(unpacked.notes))
     except ArchiveRefused as exc:
         shutil.rmtree(where, ignore_errors=True)
@@ -235,7 +235,7 @@ def _grade(settings: Settings, spool: Spool, task: GradingTask) -> dict[str, str
     where = folder(spool, task.grading_id)
     root = where / "files"
     problem = get_problem(task.problem)
-    tests, subs, notes = grade_service.bulk_layout(root / "tests", root / "subs")
+    tests, subs, notes = layout.bulk_layout(root / "tests", root / "subs")
     scoring_file = root / "scoring.yaml"
     scoring = load_scoring(str(scoring_file)) if scoring_file.is_file() else Scoring()
 

@@ -196,8 +196,9 @@ def test_the_progress_line_counts_files_and_cases() -> None:
 def test_a_contest_graded_in_batches_gets_what_one_batch_gets(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from pipeline import grade_service
+    from pipeline import grade_service, layout
     from pipeline.grading import Submission
+    from pipeline.verdict_store import MemoryVerdicts
 
     rng = random.Random(9)
     (tmp_path / "tests").mkdir()
@@ -213,7 +214,7 @@ def test_a_contest_graded_in_batches_gets_what_one_batch_gets(
                 (folder / f"{t}.out").write_text(random_output(rng, words))
     (tmp_path / "subs" / "c0" / "t2.out").unlink(missing_ok=True)
     (tmp_path / "subs" / "c0" / "t2.out").symlink_to(tmp_path / "tests" / "t1.ans")
-    tests, subs, notes = grade_service.bulk_layout(tmp_path / "tests", tmp_path / "subs")
+    tests, subs, notes = layout.bulk_layout(tmp_path / "tests", tmp_path / "subs")
     assert len(subs) == 14 and notes == [
         "c0/t2.out is a symbolic link: not read, graded as missing"
     ]
@@ -223,7 +224,7 @@ def test_a_contest_graded_in_batches_gets_what_one_batch_gets(
         monkeypatch.setattr(grade_service, "BATCH_FILES", batch)
         found = grade_service._found(STRGAME, tests, lambda todo: [], keep_going=False)
         contest = grade_service.Contest(STRGAME, tests, subs, Scoring(), False)
-        store = grade_service.MemoryVerdicts()
+        store = MemoryVerdicts()
         run = grade_service._run(
             contest, found, store, lambda todo: grade_service._compare_here(todo, contest)
         )

@@ -1,0 +1,96 @@
+"""Grading layouts: the tests folder, and one folder of outputs per contestant, listed with a
+byte per output file."""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Sequence
+from pathlib import Path
+from typing import overload
+
+from pipeline import escape
+from pipeline.errors import UsageError
+from pipeline.grading import Submission, Test
+
+
+class FolderSubmissions(Sequence[Submission]):
+    """Every (contestant, test) pair of a bulk layout, each made when asked: a byte per file
+    says whether it is there, so that a listing of a million files stays small."""
+
+    def __init__(self, folders: list[tuple[str, Path]], tests: list[Test], present: bytearray):
+        self.folders, self.tests, self.present = folders, tests, present
+
+    def __len__(self) -> int:
+        return len(self.folders) * len(self.tests)
+
+    @overload
+    def __getitem__(self, i: int) -> Submission: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[Submission]: ...
+
+    def __getitem__(self, i: int | slice) -> Submission | list[Submission]:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        if i < 0:
+            i += len(self)
+        if not 0 <= i < len(self):
+            raise IndexError(i)
+        contestant, folder = self.folders[i // len(self.tests)]
+        test = self.tests[i % len(self.tests)]
+        path = folder / f"{test.path_stem}.out" if self.present[i] else None
+        return Submission(contestant, test.name, path, f"{contestant}/{test.name}.out")
+
+
+def bulk_layout(
+    tests_dir: Path, submissions_dir: Path
+) -> tuple[list[Test], FolderSubmissions, list[str]]:
+    """NAME.in (+ NAME.ans) tests; one folder of NAME.out files per contestant; notes.
+
+    Nothing in the submissions folder that is not a plain folder or a regular file is
+    followed or read: a symbolic link (to /etc/passwd, to the tests, out of the folder), a
+    FIFO or a device is skipped with a note, and a skipped output is graded all MISSING.
+    """
+    if not tests_dir.is_dir():
+        raise UsageError(f"tests folder {tests_dir} does not exist")
+    if not submissions_dir.is_dir():
+        raise UsageError(f"submissions folder {submissions_dir} does not exist")
+    tests = []
+    for path in sorted(tests_dir.glob("*.in")):
+        ans = path.with_suffix(".ans")
+        tests.append(Test(escape.file_name(path.stem), path, ans if ans.is_file() else None))
+    if not tests:
+        raise UsageError(f"no NAME.in files in {tests_dir}")
+    notes: list[str] = []
+    folders, present = [], bytearray()
+    for folder in _contestant_folders(submissions_dir, notes):
+        contestant = escape.file_name(folder.name)
+        folders.append((contestant, folder))
+        for test in tests:
+            try:
+                mode = os.lstat(folder / f"{test.path_stem}.out").st_mode
+            except OSError:
+                present.append(0)  # no such file: graded all MISSING
+                continue
+            present.append(stat.S_ISREG(mode))
+            if not stat.S_ISREG(mode):
+                kind = "a symbolic link" if stat.S_ISLNK(mode) else "not a regular file"
+                notes.append(f"{contestant}/{test.name}.out is {kind}: not read, graded as missing")
+    return tests, FolderSubmissions(folders, tests, present), notes
+
+
+def _contestant_folders(submissions_dir: Path, notes: list[str]) -> list[Path]:
+    """The real folders directly in `submissions_dir`, links noted and skipped."""
+    folders, names = [], set()
+    for entry in sorted(submissions_dir.iterdir()):
+        shown = escape.file_name(entry.name)
+        if entry.is_symlink():
+            notes.append(f"{shown} is a symbolic link: not followed, not graded")
+            continue
+        if not entry.is_dir():
+            continue
+        if shown in names:
+            raise UsageError(f"two contestant folders are both shown as {shown!r}: rename one")
+        names.add(shown)
+        folders.append(entry)
+    return folders
