@@ -8,7 +8,7 @@ import json
 import os
 import stat
 from bisect import bisect_left
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from io import BufferedReader
@@ -40,10 +40,12 @@ class Output:
     digest: str  # SHA-256 of its bytes when it was listed
 
 
-def job_id_for(problem: str, outputs: list[Output]) -> str:
+def job_id_for(problem: str, outputs: Sequence[Output]) -> str:
     """A comparison job is named by the files it compares, so that a re-run finds it."""
-    digest = hashlib.sha256("\n".join(o.key for o in outputs).encode()).hexdigest()
-    return f"compare.{problem}-{digest[:24]}"
+    digest = hashlib.sha256()
+    for n, output in enumerate(outputs):
+        digest.update(("\n" if n else "").encode() + output.key.encode())
+    return f"compare.{problem}-{digest.hexdigest()[:24]}"
 
 
 @contextmanager
@@ -162,7 +164,7 @@ class Packer:
 
 
 def produce(
-    store: Store, send: Send, job_id: str, outputs: list[Output], *, problem: str,
+    store: Store, send: Send, job_id: str, outputs: Sequence[Output], *, problem: str,
     ignore_case: bool, window: Window | None, on_cases: Callable[[int], None],
     on_file: Callable[[int], None] = lambda n: None,
 ) -> tuple[int, int]:  # fmt: skip
@@ -235,7 +237,7 @@ def finish_production(store: Store, job_id: str, chunks: int, cases: int) -> Non
         raise JobFailed(f"job {job_id} was cancelled")
 
 
-def gather(store: Store, job_id: str, outputs: list[Output]) -> Iterator[FileVerdicts]:
+def gather(store: Store, job_id: str, outputs: Sequence[Output]) -> Iterator[FileVerdicts]:
     """Each file's verdicts, in order, from the job's stored chunk results."""
     progress = store.progress(job_id)
     chunks = progress.chunks if progress and progress.chunks is not None else 0

@@ -6,10 +6,11 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TextIO
+from typing import TextIO, overload
 
 from pipeline import comparing, files, reports, service, toolkit, verdicts
 from pipeline.config import Settings
@@ -176,20 +177,20 @@ class Contest:
     ignore_case: bool
 
 
-BATCH_FILES = 20_000  # files hashed, looked up and compared at a time
+LOOKUP_FILES = 20_000  # files hashed and looked up in Redis at a time
 
 
 def _run(
     contest: Contest, found: Found, store: VerdictStore,
-    compare: Callable[[list[comparing.Output]], Iterator[FileVerdicts]],
+    compare: Callable[[Sequence[comparing.Output]], Iterator[FileVerdicts]],
 ) -> GradeRun:  # fmt: skip
-    """Each file's key (32 bytes kept per file), and the verdicts of those not stored yet,
-    compared a batch of files at a time."""
+    """Each file's key and digest (32 bytes each, kept per file), then the verdicts of those
+    not stored yet, compared in one job."""
     subs = contest.submissions
-    keys = bytearray(32 * len(subs))
-    for start in range(0, len(subs), BATCH_FILES):
-        outputs = []
-        for i in range(start, min(start + BATCH_FILES, len(subs))):
+    keys, digests, todo = bytearray(32 * len(subs)), bytearray(32 * len(subs)), array("q")
+    for start in range(0, len(subs), LOOKUP_FILES):
+        batch = []
+        for i in range(start, min(start + LOOKUP_FILES, len(subs))):
             sub = subs[i]
             expected = found.expected.get(sub.test)
             if expected is None:
@@ -197,18 +198,54 @@ def _run(
             digest = comparing.digest_of(sub.path)
             key = file_key(contest.problem, expected, contest.ignore_case, digest)
             keys[32 * i : 32 * i + 32] = bytes.fromhex(key)
-            outputs.append(comparing.Output(key, sub.path, expected, digest))
-        known = store.known([o.key for o in outputs])
-        todo = list({o.key: o for o, k in zip(outputs, known, strict=True) if not k}.values())
-        if todo:
-            store.put_many((o.key, got) for o, got in zip(todo, compare(todo), strict=True))
+            digests[32 * i : 32 * i + 32] = bytes.fromhex(digest)
+            batch.append((key, i))
+        seen = set()  # equal files are compared once (within a batch)
+        for (key, i), known in zip(batch, store.known([k for k, _ in batch]), strict=True):
+            if not known and key not in seen:
+                seen.add(key)
+                todo.append(i)
+    if todo:
+        outputs = _Outputs(contest, found, keys, digests, todo)
+        store.put_many((o.key, got) for o, got in zip(outputs, compare(outputs), strict=True))
     run = GradeRun(contest, keys, found, store)
     run.count()
     return run
 
 
+class _Outputs(Sequence[comparing.Output]):
+    """The files to compare, each made when asked from its place in the contest."""
+
+    def __init__(
+        self, contest: Contest, found: Found, keys: bytearray, digests: bytearray, at: array[int]
+    ) -> None:
+        self.contest, self.found, self.keys, self.digests, self.at = (
+            contest,
+            found,
+            keys,
+            digests,
+            at,
+        )
+
+    def __len__(self) -> int:
+        return len(self.at)
+
+    @overload
+    def __getitem__(self, i: int) -> comparing.Output: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[comparing.Output]: ...
+
+    def __getitem__(self, i: int | slice) -> comparing.Output | list[comparing.Output]:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        j = self.at[i]
+        sub = self.contest.submissions[j]
+        key, digest = self.keys[32 * j : 32 * j + 32], self.digests[32 * j : 32 * j + 32]
+        return comparing.Output(key.hex(), sub.path, self.found.expected[sub.test], digest.hex())
+
+
 def _compare_on(
-    c: service.Cluster, todo: list[comparing.Output], contest: Contest, progress: ProgressBar
+    c: service.Cluster, todo: Sequence[comparing.Output], contest: Contest, progress: ProgressBar
 ) -> Iterator[FileVerdicts]:
     """The verdicts of `todo`, compared by the cluster's workers in one comparison job; a
     small job (chunk.local_cases: a re-grade of a few files) is run here, through the same
@@ -249,7 +286,7 @@ def _run_here(c: service.Cluster) -> Send:
     return run
 
 
-def _compare_here(todo: list[comparing.Output], contest: Contest) -> Iterator[FileVerdicts]:
+def _compare_here(todo: Sequence[comparing.Output], contest: Contest) -> Iterator[FileVerdicts]:
     """The verdicts of `todo`, compared in this process a file at a time (with the workers'
     code): for `grade --server`, whose machine may not reach Redis."""
     from workers.runner import compare_chunk

@@ -193,7 +193,7 @@ def test_the_progress_line_counts_files_and_cases() -> None:
     assert bar.summary().startswith("grade: 2/3 files read, 2000/3000 cases, ")
 
 
-def test_a_contest_graded_in_batches_gets_what_one_batch_gets(
+def test_files_looked_up_in_batches_get_what_one_batch_gets(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from pipeline import grade_service, layout
@@ -221,7 +221,7 @@ def test_a_contest_graded_in_batches_gets_what_one_batch_gets(
     assert subs[1] == Submission("c0", "t2", None, "c0/t2.out") and subs[-1].contestant == "c6"
 
     def graded(batch: int) -> tuple[list[object], list[object]]:
-        monkeypatch.setattr(grade_service, "BATCH_FILES", batch)
+        monkeypatch.setattr(grade_service, "LOOKUP_FILES", batch)
         found = grade_service._found(STRGAME, tests, lambda todo: [], keep_going=False)
         contest = grade_service.Contest(STRGAME, tests, subs, Scoring(), False)
         store = MemoryVerdicts()
