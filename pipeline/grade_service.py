@@ -9,6 +9,7 @@ import os
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import TextIO, overload
 
@@ -161,9 +162,15 @@ def _cluster_solver(c: service.Cluster, problem: Problem, progress: ProgressBar)
 
 def file_key(problem: Problem, expected: str, ignore_case: bool, digest: str) -> str:
     """What a file's verdicts depend on, hashed: the answers, the rules and its bytes."""
-    answers = hashlib.sha256(expected.encode()).hexdigest()
+    answers = _digest_of_answers(expected)
     what = f"{FORMAT}:{verdicts.KEPT}:{problem.name}:{int(ignore_case)}:{answers}:{digest}"
     return hashlib.sha256(what.encode()).hexdigest()
+
+
+@lru_cache(maxsize=256)
+def _digest_of_answers(expected: str) -> str:
+    """Once per test, not once per file (the same string object comes back each time)."""
+    return hashlib.sha256(expected.encode()).hexdigest()
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,6 @@ import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
 
 from pipeline.escape import shorten
 from pipeline.grading import SHOWN_CHARS, CaseResult, Scoring, Standing, Verdict
@@ -214,8 +213,3 @@ class Board:
             rows.append(Standing(contestant, points, maximum, accepted))
         rows.sort(key=lambda s: (-s.score, -s.total_accepted, s.contestant))
         return rows
-
-
-def report_fields(verdicts: FileVerdicts) -> dict[str, Any]:
-    """What the v2 report says of a file's verdicts besides its mismatches."""
-    return {"accepted": verdicts.accepted, "total": verdicts.total, "verdicts": verdicts.codes}
