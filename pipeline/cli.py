@@ -603,7 +603,14 @@ def _interrupt(signum: int, frame: object) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the `gamebatch` console script."""
+    """Entry point of the `gamebatch` console script: the command runs in the warm local
+    service when one answers, else here."""
+    if argv is None:
+        from pipeline.local import warm
+
+        status = warm.run(sys.argv[1:])
+        if status is not None:
+            return status
     args = _parser().parse_args(argv)
     for sig in _STOP_SIGNALS:  # a closed terminal or SIGTERM cleans up like Ctrl-C
         signal.signal(sig, _interrupt)

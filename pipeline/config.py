@@ -30,6 +30,7 @@ class ChunkSettings(Section):
     window: int = Field(256, ge=0)  # chunks in flight while `solve` produces; 0: no limit
     window_bytes: int = Field(256 << 20, gt=0)  # and their payload bytes at most
     local_cases: int = Field(100_000, ge=0)  # a comparison job this small runs in `grade`
+    local_bytes: int = Field(256 << 10, ge=0)  # an input this small is solved by the command
 
 
 class LimitSettings(Section):
@@ -100,6 +101,7 @@ class Settings(Section):
     workers: int | None = Field(None, gt=0)  # embedded mode's local worker processes
     producers: int | None = Field(None, gt=0)  # `solve` reading inputs at once; None: auto
     state_dir: str | None = None  # embedded Redis data; None: XDG state folder, "": none
+    warm_seconds: int = Field(600, ge=0)  # idle seconds the warm local service stays; 0: none
     concurrency: int | None = Field(None, gt=0)  # pool processes of `gamebatch worker`
     events: bool = False  # workers send task events (for Flower and `celery events`)
     queue: str = Field("gamebatch", min_length=1)  # lanes: QUEUE.interactive, QUEUE.bulk

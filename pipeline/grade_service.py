@@ -17,10 +17,9 @@ from pipeline import comparing, files, reports, service, toolkit, verdicts
 from pipeline.config import Settings
 from pipeline.errors import InputError, JobLost, Refused, UsageError
 from pipeline.grading import CaseResult, Found, Scoring, Standing, Submission, Test
-from pipeline.jobstore import this_process
 from pipeline.messages import FORMAT, ComparePayload, Segment, encode_answer
 from pipeline.problem import Problem
-from pipeline.producer import Send, Window
+from pipeline.producer import Window
 from pipeline.progress import ProgressBar
 from pipeline.verdict_store import MemoryVerdicts, RedisVerdicts, VerdictStore
 from pipeline.verdicts import FileVerdicts
@@ -261,7 +260,7 @@ def _compare_on(
     job_id = comparing.job_id_for(problem.name, todo)
     s = c.settings
     local = sum(len(o.expected) for o in todo) <= s.chunk.local_cases
-    send = _run_here(c) if local else c.send
+    send = c.run_here() if local else c.send
     if not comparing.open_job(c.store, job_id, problem.name, len(todo), s.chunk.max_cases):
         window = Window(c.store, job_id, s, lambda p: c.check(), chunks=s.chunk.window)
         try:
@@ -279,18 +278,6 @@ def _compare_on(
     # the files' verdicts are kept by their keys now: the job is not needed (were the last
     # ones not stored after all, a re-run compares just those again)
     c.store.delete(job_id)
-
-
-def _run_here(c: service.Cluster) -> Send:
-    """A `send` that runs the chunk at once in this process, as a worker would."""
-    from workers.runner import Policy, run_chunk
-
-    policy = Policy(this_process(), c.settings.lease_seconds, c.settings.max_attempts)
-
-    def run(job_id: str, index: int) -> None:
-        run_chunk(c.store, job_id, index, policy)
-
-    return run
 
 
 def _compare_here(todo: Sequence[comparing.Output], contest: Contest) -> Iterator[FileVerdicts]:

@@ -15,7 +15,7 @@ from pipeline import collector, escape, files, keys, producer
 from pipeline.collector import INVALID_WORD
 from pipeline.config import Settings, default_state_dir, worker_settings
 from pipeline.errors import InputError, JobLost, UnknownJob
-from pipeline.jobstore import JobCounters, JobState, JobStore
+from pipeline.jobstore import JobCounters, JobState, JobStore, this_process
 from pipeline.local import producers
 from pipeline.problem import Problem
 from pipeline.progress import ProgressBar
@@ -45,6 +45,18 @@ class Cluster:
 
         return lane_sender(create_app(self.settings), self.store, self.settings)
 
+    def run_here(self) -> producer.Send:
+        """A `send` that runs the chunk at once in this process, as a worker would (through
+        the same runner and records): small jobs need no worker to start."""
+        from workers.runner import Policy, run_chunk
+
+        policy = Policy(this_process(), self.settings.lease_seconds, self.settings.max_attempts)
+
+        def run(job_id: str, index: int) -> None:
+            run_chunk(self.store, job_id, index, policy)
+
+        return run
+
     def queued_messages(self) -> int:
         """Messages waiting in every lane."""
         return queued_messages(self.store, self.settings)
@@ -64,7 +76,10 @@ def cluster(settings: Settings, *, workers: bool = True, lazy: bool = True) -> I
     count = (settings.workers or os.cpu_count() or 1) if workers else 0
     state = default_state_dir() if settings.state_dir is None else settings.state_dir
     folder = Path(state) if state else None
-    with EmbeddedCluster(count, worker_settings(settings), folder, lazy=lazy) as local:
+    warm = settings.warm_seconds if lazy else 0  # not after `serve`
+    with EmbeddedCluster(
+        count, worker_settings(settings), folder, lazy=lazy, warm_seconds=warm
+    ) as local:
         bound = settings.model_copy(update={"broker_url": local.url})
         store = JobStore.from_url(local.url, command=True)
         try:
@@ -203,9 +218,11 @@ class _SolveRun:
             c.check()
             self.progress.job_done(p.job_id, p.done)
 
+        send = c.run_here() if self._small(item) else c.send
+
         def submit() -> producer.Submitted:
             return producer.submit(
-                self.problem, item.input, c.store, c.send, c.settings,
+                self.problem, item.input, c.store, send, c.settings,
                 window=c.settings.chunk.window, keep_going=self.keep_going,
                 lane=producer.choose_lane(item.input, c.settings, self.lane),
                 on_cases=self.progress.add_total, on_progress=on_progress, source=item.source,
@@ -213,6 +230,15 @@ class _SolveRun:
             )  # fmt: skip
 
         return producer.retry_when_lost(submit, item.input, self.report)
+
+    def _small(self, item: FileJob) -> bool:
+        """Solved by this command itself: a small input, when the cluster is local."""
+        if not self.c.local_workers or item.source is not None:
+            return False
+        try:
+            return os.stat(item.input).st_size <= self.c.settings.chunk.local_bytes
+        except OSError:
+            return False
 
     def collect(self, item: FileJob, job: producer.Submitted) -> int:
         """Write one file's result, reading the input again when Redis lost the job; the

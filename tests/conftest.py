@@ -17,6 +17,7 @@ from pipeline.local.children import terminate
 from pipeline.local.redis_server import RedisServer
 
 ROOT = Path(__file__).resolve().parents[1]
+WARM = "GAMEBATCH_WARM_SECONDS"
 SHARED = Path(os.environ.get("REFERENCE_SHARED_DIR", ROOT.parent / "shared"))
 
 
@@ -105,14 +106,17 @@ def workers(redis_server: RedisServer, tmp_path: Path) -> Iterator[Workers]:
 
 @pytest.fixture(autouse=True, scope="session")
 def private_state_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """Keep the embedded Redis's data of the tests out of the user's state folder."""
-    previous = os.environ.get("GAMEBATCH_STATE_DIR")
+    """Keep the embedded Redis's data of the tests out of the user's state folder, and start
+    no warm service (the tests of it ask for one)."""
+    saved = {name: os.environ.get(name) for name in ("GAMEBATCH_STATE_DIR", WARM)}
     os.environ["GAMEBATCH_STATE_DIR"] = str(tmp_path_factory.mktemp("state"))
+    os.environ[WARM] = "0"
     yield
-    if previous is None:
-        del os.environ["GAMEBATCH_STATE_DIR"]
-    else:
-        os.environ["GAMEBATCH_STATE_DIR"] = previous
+    for name, previous in saved.items():
+        if previous is None:
+            del os.environ[name]
+        else:
+            os.environ[name] = previous
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

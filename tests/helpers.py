@@ -40,6 +40,7 @@ def command_env(**extra: str) -> dict[str, str]:
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("GAMEBATCH_")}
     env["GAMEBATCH_STATE_DIR"] = os.environ["GAMEBATCH_STATE_DIR"]  # see conftest
+    env["GAMEBATCH_WARM_SECONDS"] = "0"  # no warm service unless a test asks for one
     env.update(extra)
     return env
 

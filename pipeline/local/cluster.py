@@ -149,12 +149,15 @@ class EmbeddedCluster(AbstractContextManager["EmbeddedCluster"]):
     """
 
     def __init__(
-        self, workers: int, settings: str = "", state: Path | None = None, *, lazy: bool = False
-    ) -> None:
+        self, workers: int, settings: str = "", state: Path | None = None, *, lazy: bool = False,
+        warm_seconds: int = 0,
+    ) -> None:  # fmt: skip
         """`settings`: a config file's text for the local workers (the command's settings);
-        `lazy`: start the workers only when `ensure_workers` is first called."""
+        `lazy`: start the workers only when `ensure_workers` is first called; `warm_seconds`:
+        once done, hand the folder's Redis to a warm service that stays this long idle."""
         self.workers = workers
         self.lazy = lazy
+        self.warm_seconds = warm_seconds
         self.state = StateDir(state) if state else None
         self._tmp, self._tmp_owner = _private_folder()
         self.config: str | None = None
@@ -239,12 +242,19 @@ class EmbeddedCluster(AbstractContextManager["EmbeddedCluster"]):
         self._start_workers()
 
     def close(self) -> None:
-        """Stop the workers, then Redis once no other command uses it; remove the folder."""
+        """Stop the workers, then Redis once no other command uses it; remove the folder;
+        then start the warm service when this command owned the folder's Redis."""
+        owner = self.state is not None and self.redis is not None and self.persistent
         try:
-            if self.state is not None and self.redis is not None and self.persistent:
+            if owner and self.state is not None:
                 self.state.wait_for_other_users()
         finally:
             self._stop()
+        if owner and self.warm_seconds and self.state is not None:
+            from pipeline.local.warm_service import spawn
+
+            with contextlib.suppress(OSError):
+                spawn(self.state.path, self.warm_seconds)
 
     def _stop(self) -> None:
         if self.worker is not None:

@@ -1,0 +1,160 @@
+"""The client side of the warm local service: a command runs in a process forked from a warm
+one that has every module loaded and the state folder's Redis running, when one answers.
+
+Only the standard library is imported here: this runs before anything else in `gamebatch`.
+The request carries the command line, the working folder, the environment, the umask and
+the three standard streams (passed as file descriptors), so the forked process behaves as if
+it had been started here; signals sent to this process are passed on to it.
+"""
+
+from __future__ import annotations
+
+import array
+import contextlib
+import json
+import os
+import signal
+import socket
+import struct
+import sys
+from pathlib import Path
+
+SOCKET_NAME = "warm.sock"
+NOT_WARM = ("worker", "serve")  # long-lived commands that manage their own process groups
+_FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+_STATUS = struct.Struct("!i")
+
+
+def state_folder() -> Path | None:
+    """The state folder as the environment names it (a config file may name another: the
+    forked command then simply uses that one's Redis), or None when there is none."""
+    given = os.environ.get("GAMEBATCH_STATE_DIR")
+    if given is not None:
+        return Path(given) if given else None
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "gamebatch"
+
+
+def fingerprint() -> str:
+    """What the loaded code depends on: the interpreter, the module path (less the script's
+    own folder), and the place, size and time of every file of our packages (a new version
+    makes a new service)."""
+    root = Path(__file__).resolve().parents[2]
+    parts = [sys.executable, sys.version, str(root), *sys.path[1:]]
+    for folder in sys.path[1:]:
+        try:
+            parts.append(str(os.stat(folder or ".").st_mtime_ns))  # a plugin installed
+        except OSError:
+            parts.append("-")
+    for package in ("pipeline", "pipeline/local", "pipeline/server", "pipeline/lua",
+                    "workers", "games"):  # fmt: skip
+        try:
+            entries = sorted(os.scandir(root / package), key=lambda e: e.name)
+        except OSError:
+            continue
+        for entry in entries:
+            if entry.is_file():
+                info = entry.stat()
+                parts.append(f"{package}/{entry.name}:{info.st_size}:{info.st_mtime_ns}")
+    return "\n".join(parts)
+
+
+def run(argv: list[str]) -> int | None:
+    """The command's exit status, run by the warm service; None when no service took it
+    (then nothing of it has run, and the caller runs it itself)."""
+    if os.environ.get("GAMEBATCH_WARM_SECONDS", "").strip() == "0":
+        return None
+    folder = state_folder()
+    command = next((a for a in argv if not a.startswith("-")), None)
+    if folder is None or command is None or command in NOT_WARM:
+        return None
+    conn = _connect(folder / SOCKET_NAME)
+    if conn is None:
+        return None
+    with conn:
+        return _converse(conn, argv)
+
+
+def _connect(path: Path) -> socket.socket | None:
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        conn.connect(str(path))
+        if peer_uid(conn) != os.getuid():
+            raise OSError("the warm service belongs to another user")
+    except OSError:
+        conn.close()
+        return None
+    return conn
+
+
+def peer_uid(conn: socket.socket) -> int:
+    """The user id of the process at the other end of a Unix socket."""
+    creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    return int(struct.unpack("3i", creds)[1])
+
+
+def _converse(conn: socket.socket, argv: list[str]) -> int | None:
+    streams = [sys.stdin, sys.stdout, sys.stderr]
+    request = {
+        "argv": argv,
+        "cwd": os.getcwd(),
+        "env": dict(os.environ),
+        "umask": _umask(),
+        "fingerprint": fingerprint(),
+        "streams": [_stream_options(s) for s in streams],
+    }
+    body = json.dumps(request).encode()
+    try:
+        fds = array.array("i", [0, 1, 2])
+        conn.sendmsg([_STATUS.pack(len(body)), body], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])
+        reply = conn.recv(_STATUS.size)
+    except OSError:
+        return None  # the service is going away: run here
+    if len(reply) < _STATUS.size or _STATUS.unpack(reply)[0] <= 0:
+        return None  # stale (another version of the code), or closed before forking
+    previous = {sig: signal.signal(sig, lambda n, _f: _pass_on(conn, n)) for sig in _FORWARDED}
+    try:
+        status = _read_status(conn)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if status is None:
+        print("gamebatch: error: the command's process ended without an exit status",
+              file=sys.stderr)  # fmt: skip
+        return 1
+    return status
+
+
+def _pass_on(conn: socket.socket, signum: int) -> None:
+    with contextlib.suppress(OSError):
+        conn.sendall(bytes([signum]))
+
+
+def _read_status(conn: socket.socket) -> int | None:
+    data = b""
+    while len(data) < _STATUS.size:
+        try:
+            more = conn.recv(_STATUS.size - len(data))
+        except OSError:
+            return None
+        if not more:
+            return None
+        data += more
+    return int(_STATUS.unpack(data)[0])
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _stream_options(stream: object) -> dict[str, object] | None:
+    """How Python set up this standard stream, so the forked process sets up its own alike."""
+    if stream is None:
+        return None
+    return {
+        "encoding": getattr(stream, "encoding", "utf-8"),
+        "errors": getattr(stream, "errors", "strict"),
+        "line_buffering": bool(getattr(stream, "line_buffering", False)),
+    }

@@ -1,0 +1,186 @@
+"""The warm local service: commands forked from it behave as if run by the caller, and it
+goes away (with its Redis) when idle, when the code changes, or when told to stop."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pipeline.local.warm import SOCKET_NAME
+from pipeline.registry import get_problem
+from tests.conftest import run_reference
+from tests.helpers import command_env, input_text, random_cases
+
+
+class Warm:
+    """A state folder whose commands leave a warm service behind."""
+
+    def __init__(self, folder: Path, seconds: int = 60) -> None:
+        self.folder = folder
+        self.env = command_env(GAMEBATCH_STATE_DIR=str(folder),
+                               GAMEBATCH_WARM_SECONDS=str(seconds))  # fmt: skip
+
+    def command(self, *args: str, cwd: Path | None = None, **env: str) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            [sys.executable, "-m", "pipeline.cli", *args], cwd=cwd,
+            env={**self.env, **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+
+    def run(self, *args: str, **kw: object) -> tuple[int, str, str]:
+        process = self.command(*args, **kw)  # type: ignore[arg-type]
+        out, err = process.communicate(timeout=120)
+        return process.returncode, out, err
+
+    def log(self) -> str:
+        path = self.folder / "warm.log"
+        return path.read_text() if path.exists() else ""
+
+    def commands_run(self) -> int:
+        return len(re.findall(r"command \d+ ended", self.log()))
+
+    def service_pids(self) -> list[int]:
+        return [int(pid) for pid in re.findall(r"warm service (\d+): serving", self.log())]
+
+    def wait_until_serving(self, count: int = 1) -> int:
+        """The pid of the `count`th service once it listens."""
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            pids = self.service_pids()
+            if len(pids) >= count and (self.folder / SOCKET_NAME).exists():
+                return pids[count - 1]
+            time.sleep(0.05)
+        raise AssertionError(f"no warm service started:\n{self.log()}")
+
+    def wait_for_commands(self, count: int) -> None:
+        deadline = time.monotonic() + 10
+        while self.commands_run() < count:
+            assert time.monotonic() < deadline, f"the service ran {self.commands_run()}"
+            time.sleep(0.05)
+
+    def redis_pid(self) -> int:
+        return int((self.folder / "redis" / "redis.pid").read_text())
+
+
+@pytest.fixture
+def warm(tmp_path: Path) -> Iterator[Warm]:
+    state = Warm(tmp_path / "state")
+    yield state
+    for pid in state.service_pids():  # whatever happened, nothing is left running
+        if not _gone(pid):
+            os.kill(pid, signal.SIGTERM)
+            _wait_gone(pid)
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
+
+
+def _wait_gone(pid: int, seconds: float = 20) -> None:
+    deadline = time.monotonic() + seconds
+    while not _gone(pid):
+        assert time.monotonic() < deadline, f"process {pid} is still running"
+        time.sleep(0.05)
+
+
+def test_a_command_in_the_warm_service_behaves_as_if_run_here(
+    warm: Warm, tmp_path: Path, reference: dict[str, Path]
+) -> None:
+    problem = get_problem("strgame")
+    text = input_text(problem, random_cases(problem, "random", 40, 12, seed=3))
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "a.in").write_text(text)
+    (work / "bad.in").write_text("2\n1 1\na\n1 1\nB\n")
+    status, _, err = warm.run("solve", "-q", "-p", "strgame", "a.in", "-o", "first.out", cwd=work)
+    assert status == 0, err
+    warm.wait_until_serving()
+    expected = run_reference(reference["strgame"], text)
+
+    # a relative path from the caller's folder, the answers on its standard output
+    (work / "b.in").write_text(text + "\n")  # another input: solved, not found cached
+    status, out, err = warm.run("solve", "-q", "-p", "strgame", "b.in", cwd=work)
+    assert (status, out) == (0, expected), err
+    # bad input: one line, exit status 2, no result file, through the service too
+    status, out, err = warm.run("solve", "-q", "-p", "strgame", "bad.in", "-o", "bad.out",
+                                cwd=work)  # fmt: skip
+    assert status == 2 and out == ""
+    assert err.splitlines() == [
+        "gamebatch: error: bad.in:5: case 2: string 1 of 1 has 'B' at position 1:"
+        " only lowercase letters a-z are allowed"
+    ]
+    assert not (work / "bad.out").exists()
+    # the caller's environment, not the service's
+    status, out, _ = warm.run("config", "show", GAMEBATCH_RESULT_TTL="4321")
+    assert status == 0 and "result_ttl: 4321" in out
+    warm.wait_for_commands(3)
+    assert (work / "first.out").read_text() == expected
+    assert len(warm.service_pids()) == 1
+
+
+def test_signals_reach_the_command_and_a_killed_caller_stops_it(warm: Warm, tmp_path: Path) -> None:
+    small = tmp_path / "small.in"
+    small.write_text("1\n1 1\na\n")
+    assert warm.run("solve", "-q", "-p", "strgame", str(small))[0] == 0
+    warm.wait_until_serving()
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)  # a result written to it waits for a reader that never comes
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGKILL):
+        before = warm.commands_run()
+        process = warm.command("solve", "-q", "-p", "strgame", str(small), "-o", str(fifo))
+        time.sleep(0.5)
+        assert process.poll() is None, process.communicate()
+        process.send_signal(sig)
+        _, err = process.communicate(timeout=60)
+        if sig != signal.SIGKILL:
+            assert process.returncode == 130 and err == "gamebatch: interrupted\n", err
+        warm.wait_for_commands(before + 1)  # the forked command stopped as well
+        assert warm.log().splitlines()[-1].endswith("ended, status 130")
+
+
+def test_the_service_stops_when_idle_or_when_another_version_asks(tmp_path: Path) -> None:
+    problem = get_problem("pathgame")
+    path = tmp_path / "p.in"
+    path.write_text(input_text(problem, random_cases(problem, "random", 5, 8, seed=1)))
+    quick = Warm(tmp_path / "quick", seconds=2)
+    assert quick.run("solve", "-q", "-p", "pathgame", str(path))[0] == 0
+    pid = quick.wait_until_serving()
+    redis = quick.redis_pid()
+    _wait_gone(pid, seconds=20)  # idle for 2 s
+    assert _gone(redis) and not (quick.folder / SOCKET_NAME).exists()
+    assert "idle: stopping" in quick.log()
+
+    other = Warm(tmp_path / "other")
+    status, first, _ = other.run("solve", "-q", "-p", "pathgame", str(path))
+    pid = other.wait_until_serving()
+    # a caller whose code differs (another module path) runs the command itself
+    status, again, err = other.run("solve", "-q", "-p", "pathgame", str(path),
+                                   PYTHONPATH=str(tmp_path))  # fmt: skip
+    assert (status, again) == (0, first), err
+    _wait_gone(pid)
+    assert "another version of the code asked" in other.log()
+    assert other.commands_run() == 0
+    second = other.wait_until_serving(2)  # the caller, owning the Redis, left a new one
+    os.kill(second, signal.SIGTERM)
+    _wait_gone(second)
+    assert not (other.folder / SOCKET_NAME).exists()
+
+
+def test_no_service_is_left_when_warm_seconds_is_zero(tmp_path: Path) -> None:
+    cold = Warm(tmp_path / "state", seconds=0)
+    path = tmp_path / "x.in"
+    path.write_text("1\n1 1\na\n")
+    assert cold.run("solve", "-q", "-p", "strgame", str(path)) == (0, "Pure\n", "")
+    time.sleep(1.0)
+    assert cold.log() == "" and not (cold.folder / SOCKET_NAME).exists()
