@@ -251,7 +251,7 @@ class EmbeddedCluster(AbstractContextManager["EmbeddedCluster"]):
         finally:
             self._stop()
         if owner and self.warm_seconds and self.state is not None:
-            from pipeline.local.warm_service import spawn
+            from pipeline.local.warm import spawn
 
             with contextlib.suppress(OSError):
                 spawn(self.state.path, self.warm_seconds)

@@ -16,10 +16,12 @@ import os
 import signal
 import socket
 import struct
+import subprocess
 import sys
 from pathlib import Path
 
 SOCKET_NAME = "warm.sock"
+LOG_NAME = "warm.log"  # what the service did, in the state folder
 NOT_WARM = ("worker", "serve")  # long-lived commands that manage their own process groups
 _FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 _STATUS = struct.Struct("!i")
@@ -57,6 +59,16 @@ def fingerprint() -> str:
                 info = entry.stat()
                 parts.append(f"{package}/{entry.name}:{info.st_size}:{info.st_mtime_ns}")
     return "\n".join(parts)
+
+
+def spawn(folder: Path, seconds: int) -> None:
+    """Start the service for `folder` in the background (it outlives this command)."""
+    with (folder / LOG_NAME).open("ab") as log:
+        subprocess.Popen(
+            [sys.executable, "-m", "pipeline.local.warm_service", str(folder), str(seconds)],
+            stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
+            cwd="/", close_fds=True,
+        )  # fmt: skip
 
 
 def run(argv: list[str]) -> int | None:

@@ -18,7 +18,6 @@ import os
 import select
 import signal
 import socket
-import subprocess
 import sys
 import tempfile
 import threading
@@ -30,18 +29,6 @@ from typing import Any
 from pipeline.local import warm
 from pipeline.local.cluster import StateDir
 from pipeline.local.redis_server import RedisServer
-
-_LOG = "warm.log"
-
-
-def spawn(folder: Path, seconds: int) -> None:
-    """Start the service for `folder` in the background (it outlives this command)."""
-    with (folder / _LOG).open("ab") as log:
-        subprocess.Popen(
-            [sys.executable, "-m", "pipeline.local.warm_service", str(folder), str(seconds)],
-            stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
-            cwd="/", close_fds=True,
-        )  # fmt: skip
 
 
 class Service:
