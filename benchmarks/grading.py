@@ -8,6 +8,7 @@ import os
 import random
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -45,17 +46,24 @@ def _grade(root: Path, env: dict[str, str], *reports: str) -> tuple[float, int]:
     full.update(env)
     start = time.perf_counter()
     process = subprocess.Popen(
-        [sys.executable, "-m", "pipeline.cli", "grade", "-q", "-p", "pathgame", "--tests",
+        [sys.executable, "-m", "pipeline.launch", "grade", "-q", "-p", "pathgame", "--tests",
          str(root / "tests"), "--submissions", str(root / "subs"), *reports],
         env=full, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )  # fmt: skip
-    peak = 0
-    while process.poll() is None:
-        peak = max(peak, _peak_rss(process.pid))
-        time.sleep(0.05)
+    peaks = [0]
+
+    def sample() -> None:  # beside the wait, so that the wall time is not rounded to a poll
+        while process.poll() is None:
+            peaks.append(max(peaks[-1], _peak_rss(process.pid)))
+            time.sleep(0.02)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    _, err = process.communicate()
     took = time.perf_counter() - start
-    assert process.returncode in (0, 1), process.stderr.read() if process.stderr else ""
-    return took, peak
+    sampler.join()
+    assert process.returncode in (0, 1), err
+    return took, max(peaks)
 
 
 def _peak_rss(pid: int) -> int:

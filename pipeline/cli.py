@@ -603,14 +603,7 @@ def _interrupt(signum: int, frame: object) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the `gamebatch` console script: the command runs in the warm local
-    service when one answers, else here."""
-    if argv is None:
-        from pipeline.local import warm
-
-        status = warm.run(sys.argv[1:])
-        if status is not None:
-            return status
+    """Run a command here (`pipeline.launch` runs it in the warm service when it can)."""
     args = _parser().parse_args(argv)
     for sig in _STOP_SIGNALS:  # a closed terminal or SIGTERM cleans up like Ctrl-C
         signal.signal(sig, _interrupt)
@@ -633,4 +626,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from pipeline.launch import main as launch
+
+    sys.exit(launch())

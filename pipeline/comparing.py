@@ -52,22 +52,39 @@ def job_id_for(problem: str, outputs: Sequence[Output]) -> str:
 def open_output(path: Path) -> Iterator[BufferedReader]:
     """A submission file opened for reading: a regular file only, and a symbolic link is not
     followed (O_NOFOLLOW) even if the file was swapped for one after it was listed."""
+    fd, _ = _open_regular(path)
+    with os.fdopen(fd, "rb") as stream:
+        yield stream
+
+
+def _open_regular(path: Path) -> tuple[int, os.stat_result]:
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError as exc:
         raise UsageError(f"cannot read {path}: {exc.strerror}") from None
-    with os.fdopen(fd, "rb") as stream:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise UsageError(f"cannot read {path}: not a regular file")
-        yield stream
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        raise UsageError(f"cannot read {path}: not a regular file")
+    return fd, info
 
 
 def digest_of(path: Path | None) -> str:
     """SHA-256 of a submission file's bytes (of nothing, for a file that does not exist)."""
+    digest = hashlib.sha256()
     if path is None:
-        return hashlib.sha256(b"").hexdigest()
-    with open_output(path) as stream:
-        return hashlib.file_digest(stream, "sha256").hexdigest()
+        return digest.hexdigest()
+    fd, info = _open_regular(path)
+    try:  # read as it is now: its size at first, then whatever it has grown by
+        size = min(info.st_size + 1, 1 << 20)
+        while data := os.read(fd, size):
+            digest.update(data)
+            size = 1 << 20
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror}") from None
+    finally:
+        os.close(fd)
+    return digest.hexdigest()
 
 
 class LineReader:

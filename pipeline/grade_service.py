@@ -21,7 +21,7 @@ from pipeline.messages import FORMAT, ComparePayload, Segment, encode_answer
 from pipeline.problem import Problem
 from pipeline.producer import Window
 from pipeline.progress import ProgressBar
-from pipeline.verdict_store import MemoryVerdicts, RedisVerdicts, VerdictStore
+from pipeline.verdict_store import Bodies, MemoryVerdicts, RedisVerdicts, VerdictStore
 from pipeline.verdicts import FileVerdicts
 
 
@@ -315,9 +315,12 @@ class GradeRun:
     standings: list[Standing] = field(default_factory=list)
     wrong_files: int = 0
     wrong_cases: int = 0
-    case_texts: dict[str, dict[int, str]] = field(default_factory=dict)  # of shown mismatches
+    shown: dict[str, set[int]] = field(default_factory=dict)  # cases of the kept mismatches
+    _texts: dict[str, dict[int, str]] = field(default_factory=dict)  # their inputs, by test
+    _held: dict[int, tuple[Submission, FileVerdicts | None]] = field(default_factory=dict)
 
     BYTES = 16 << 20  # verdict letters read from the store at once, about
+    HELD_BYTES = 32 << 20  # letters held between the counting and the reports, at most
 
     @property
     def problem(self) -> Problem:
@@ -336,42 +339,83 @@ class GradeRun:
 
     def graded(self) -> Iterator[tuple[Submission, FileVerdicts | None]]:
         """Every submission with its verdicts (None: its test is broken), read in batches."""
-        subs = self.contest.submissions
-        batch: list[int] = []
-        size = 0
-        for i in range(len(subs)):
-            batch.append(i)
-            size += len(self.found.expected.get(subs[i].test, ""))
-            if size >= self.BYTES or len(batch) >= RedisVerdicts.BATCH:
-                yield from self._read(batch)
-                batch, size = [], 0
-        yield from self._read(batch)
+        for batch in self._batches():
+            yield from self._read(batch)
 
-    def _read(self, batch: list[int]) -> Iterator[tuple[Submission, FileVerdicts | None]]:
+    def pieces(self, kinds: list[str]) -> Iterator[reports.Piece]:
+        """Every submission with its verdicts and its report bodies of these kinds kept from
+        an earlier grading (None: none yet); the bodies made now are kept in batches."""
+        context = self._contexts(kinds)
+        for batch in self._batches():
+            graded = self._read(batch)
+            names = [self._bodies_key(i, sub.test, context)
+                     for i, (sub, _) in zip(batch, graded, strict=True)]  # fmt: skip
+            found = iter(self.store.get_bodies([n for n in names if n]))
+            made: list[tuple[str, Bodies]] = []
+            for name, (sub, result) in zip(names, graded, strict=True):
+                kept = next(found) if name else None
+                yield sub, result, kept, _Keeper(made, name)
+            if made:
+                self.store.put_bodies(made)
+
+    def _contexts(self, kinds: list[str]) -> dict[str, str]:
+        """Per test, a digest of what report bodies depend on besides the file's verdicts: the
+        reports, the code that renders them, the test's name and input, the scoring."""
+        common = f"{kinds}:{reports.rendering()}:{self.contest.scoring!r}"
+        return {test.name: hashlib.sha256(f"{common}:{test.name}:{comparing.digest_of(test.input)}"
+                                          .encode()).hexdigest()[:32]
+                for test in self.tests if test.name in self.found.expected}  # fmt: skip
+
+    def _bodies_key(self, i: int, test: str, context: dict[str, str]) -> str | None:
+        key = self.key(i)
+        return f"{key}:{context[test]}" if key and test in context else None
+
+    def _batches(self) -> Iterator[list[int]]:
+        """Submission numbers, a batch's verdict letters about BYTES at most."""
+        longest = max((len(codes) for codes in self.found.expected.values()), default=1)
+        step = max(1, min(RedisVerdicts.BATCH, self.BYTES // max(longest, 1)))
+        for start in range(0, len(self.contest.submissions), step):
+            yield list(range(start, min(start + step, len(self.contest.submissions))))
+
+    def _read(self, batch: list[int]) -> list[tuple[Submission, FileVerdicts | None]]:
+        held = [h for i in batch if (h := self._held.pop(i, None)) is not None]
+        if len(held) == len(batch):  # counted already, and held since
+            return held
         keys = [self.key(i) for i in batch]
         found = iter(self.store.get_many([k for k in keys if k is not None]))
+        out = []
         for i, key in zip(batch, keys, strict=True):
             result = next(found) if key is not None else None
             if key is not None and result is None:
                 raise JobLost("Redis lost verdicts of this grading: grade again")
-            yield self.contest.submissions[i], result
+            out.append((self.contest.submissions[i], result))
+        return out
 
     def count(self) -> None:
-        """The scoreboard, the totals and the inputs of the mismatches that reports show."""
+        """The scoreboard, the totals, and the cases whose inputs reports may show."""
         board = verdicts.Board(self.contest.scoring)
-        wanted: dict[str, set[int]] = {}
-        for sub, result in self.graded():
+        held = 0
+        for i, (sub, result) in enumerate(self.graded()):
+            if held < self.HELD_BYTES:  # the reports will read these again
+                self._held[i] = (sub, result)
+                held += len(result.codes) if result else 0
             if result is None:
                 continue
             board.add(sub.contestant, sub.test, result.codes)
             self.wrong_files += result.wrong > 0
             self.wrong_cases += result.wrong
-            wanted.setdefault(sub.test, set()).update(i for i, _ in result.shown)
+            self.shown.setdefault(sub.test, set()).update(i for i, _ in result.shown)
         self.standings = board.standings()
-        inputs = {t.name: t.input for t in self.tests}
-        self.case_texts = {name: toolkit.case_texts(self.problem, inputs[name], idx,
-                                                    reports.INPUT_CHARS)
-                           for name, idx in wanted.items()}  # fmt: skip
+
+    def case_text(self, test: str, index: int) -> str | None:
+        """A shown case's input, shortened (a test's input is read when first needed, for
+        all its shown cases at once)."""
+        if test not in self._texts:
+            path = next(t.input for t in self.tests if t.name == test)
+            wanted = self.shown.get(test, set())
+            self._texts[test] = toolkit.case_texts(self.problem, path, wanted,
+                                                   reports.INPUT_CHARS)  # fmt: skip
+        return self._texts[test].get(index)
 
     @property
     def all_accepted(self) -> bool:
@@ -391,6 +435,18 @@ class GradeRun:
         """The kept mismatches of a file (EXTRA last)."""
         expected = self.found.expected[sub.test]
         return result.first_mismatches(expected, self.problem.answers)
+
+
+@dataclass(frozen=True)
+class _Keeper:
+    """Keeps the report bodies made now of one file, with the rest of its batch."""
+
+    made: list[tuple[str, Bodies]]
+    name: str | None  # None: not kept (its test is broken)
+
+    def __call__(self, bodies: Bodies) -> None:
+        if self.name:
+            self.made.append((self.name, bodies))
 
 
 def summary(out: TextIO, *, standings: bool) -> Callable[[GradeRun], reports.Report]:

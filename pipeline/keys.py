@@ -113,6 +113,11 @@ def verdicts(key: str) -> str:
     return f"{PREFIX}:verdicts:{key}"
 
 
+def report_bodies(key: str) -> str:
+    """One output file's rendered report bodies (its verdicts' key and the reports' context)."""
+    return f"{PREFIX}:bodies:{key}"
+
+
 def table(name: str) -> str:
     """A shared table."""
     return f"{PREFIX}:table:{name}"

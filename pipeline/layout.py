@@ -66,17 +66,38 @@ def bulk_layout(
     for folder in _contestant_folders(submissions_dir, notes):
         contestant = escape.file_name(folder.name)
         folders.append((contestant, folder))
-        for test in tests:
-            try:
-                mode = os.lstat(folder / f"{test.path_stem}.out").st_mode
-            except OSError:
-                present.append(0)  # no such file: graded all MISSING
-                continue
-            present.append(stat.S_ISREG(mode))
-            if not stat.S_ISREG(mode):
+        kinds = _kinds(folder, [f"{test.path_stem}.out" for test in tests])
+        for test, mode in zip(tests, kinds, strict=True):
+            present.append(mode is not None and stat.S_ISREG(mode))
+            if mode is not None and not stat.S_ISREG(mode):  # None: graded all MISSING
                 kind = "a symbolic link" if stat.S_ISLNK(mode) else "not a regular file"
                 notes.append(f"{contestant}/{test.name}.out is {kind}: not read, graded as missing")
     return tests, FolderSubmissions(folders, tests, present), notes
+
+
+def _kinds(folder: Path, names: list[str]) -> list[int | None]:
+    """The file type bits of each name in a folder, links not followed (None: not there),
+    from one listing of the folder (one look-up per name when it cannot be listed)."""
+    try:
+        with os.scandir(folder) as listing:
+            found = {entry.name: entry for entry in listing}
+    except OSError:
+        found = None
+    kinds: list[int | None] = []
+    for name in names:
+        try:
+            if found is None:
+                kinds.append(stat.S_IFMT(os.lstat(folder / name).st_mode))
+            elif name not in found:
+                kinds.append(None)
+            else:
+                entry = found[name]  # its type comes with the listing; others are rare
+                regular = entry.is_file(follow_symlinks=False)
+                kinds.append(stat.S_IFREG if regular else
+                             stat.S_IFMT(entry.stat(follow_symlinks=False).st_mode))  # fmt: skip
+        except OSError:
+            kinds.append(None)
+    return kinds
 
 
 def _contestant_folders(submissions_dir: Path, notes: list[str]) -> list[Path]:

@@ -3,16 +3,25 @@
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import json
-from collections.abc import Iterator
+import sys
+from collections.abc import Callable, Iterator
+from functools import cache
+from pathlib import Path
 from typing import Any, Protocol, TextIO
 from xml.sax.saxutils import quoteattr
 
-from pipeline import escape
+from pipeline import escape, grading, verdicts
 from pipeline.grading import CaseResult, Found, Standing, Submission, Verdict
 from pipeline.problem import Problem
 from pipeline.verdicts import VERDICT_OF, FileVerdicts
+
+Keep = Callable[[dict[str, list[str]]], None]
+Piece = tuple[Submission, FileVerdicts | None, dict[str, list[str]] | None, Keep]
+"""A graded file, its verdicts, its kept report bodies by kind (None: not kept yet), and
+how to keep the bodies made now."""
 
 
 class GradeRun(Protocol):
@@ -20,11 +29,12 @@ class GradeRun(Protocol):
 
     found: Found
     standings: list[Standing]
-    case_texts: dict[str, dict[int, str]]  # test -> case -> its input, shortened
 
     @property
     def problem(self) -> Problem: ...
+    def case_text(self, test: str, index: int) -> str | None: ...
     def graded(self) -> Iterator[tuple[Submission, FileVerdicts | None]]: ...
+    def pieces(self, kinds: list[str]) -> Iterator[Piece]: ...
     def score(self, sub: Submission, result: FileVerdicts) -> tuple[float, float]: ...
     def mismatches(self, sub: Submission, result: FileVerdicts) -> list[CaseResult]: ...
 
@@ -35,7 +45,15 @@ INPUT_CHARS = 100  # of a mismatched case's input, shown
 
 
 class Report:
-    """A report written in one pass over the graded files: begin, each file, end."""
+    """A report written in one pass over the graded files: begin, each file, end.
+
+    A report with a `kind` splits each graded file's piece in two: its `body`, which
+    depends on the file's content only (its verdicts, its test, the rules) and is kept by
+    content like the verdicts, so that a re-grade renders only the changed files; and what
+    `emit` adds of the file's place (contestant, path) when it writes the piece.
+    """
+
+    kind: str | None = None  # the name its kept bodies go by (None: rendered every time)
 
     def __init__(self, out: TextIO, run: GradeRun) -> None:
         self.out, self.run = out, run
@@ -45,52 +63,95 @@ class Report:
 
     def file(self, sub: Submission, result: FileVerdicts | None, shown: list[CaseResult]) -> None:
         """One submission file (None: its test could not be graded) and its kept mismatches."""
+        if result is not None:
+            self.emit(sub, result, self.body(sub, result, shown))
+
+    def body(self, sub: Submission, result: FileVerdicts, shown: list[CaseResult]) -> list[str]:
+        """The parts of a graded file's piece that depend on its content only."""
+        raise NotImplementedError
+
+    def emit(self, sub: Submission, result: FileVerdicts, body: list[str]) -> None:
+        """Write a graded file's piece from its body."""
+        raise NotImplementedError
 
     def end(self) -> None:
         """What comes after the last file."""
 
 
 def write(run: GradeRun, wanted: list[Report]) -> None:
-    """Every wanted report, in one pass over the stored verdicts."""
+    """Every wanted report, in one pass over the stored verdicts; the bodies of files that
+    were rendered before come from the store."""
     for report in wanted:
         report.begin()
-    for sub, result in run.graded():
-        shown = [] if result is None else run.mismatches(sub, result)
+    kinds = sorted({r.kind for r in wanted if r.kind})
+    for sub, result, kept, keep in run.pieces(kinds):
+        if result is None or kept is None:
+            shown = [] if result is None else run.mismatches(sub, result)
+            made = {}
+            for report in wanted:
+                if report.kind is None or result is None:
+                    report.file(sub, result, shown)
+                    continue
+                made[report.kind] = report.body(sub, result, shown)
+                report.emit(sub, result, made[report.kind])
+            if result is not None:
+                keep(made)
+            continue
         for report in wanted:
-            report.file(sub, result, shown)
+            if report.kind is None:
+                report.file(sub, result, run.mismatches(sub, result))
+            else:
+                report.emit(sub, result, kept[report.kind])
     for report in wanted:
         report.end()
+
+
+@cache
+def rendering() -> str:
+    """A digest of the code that renders report bodies: kept bodies of another version of it
+    are never used."""
+    digest = hashlib.sha256()
+    for module in (sys.modules[__name__], escape, grading, verdicts):
+        digest.update(Path(str(module.__file__)).read_bytes())
+    return digest.hexdigest()
 
 
 class TextSummary(Report):
     """Per file: accepted/total, score and the first mismatches with their case's input;
     then the standings, when `standings`."""
 
+    kind = "text"
+
     def __init__(self, out: TextIO, run: GradeRun, *, standings: bool) -> None:
         super().__init__(out, run)
         self.standings = standings
 
     def file(self, sub: Submission, result: FileVerdicts | None, shown: list[CaseResult]) -> None:
-        out, run = self.out, self.run
-        path = escape.terminal(sub.label)
         if result is None:
-            out.write(f"{path}: not graded: {escape.terminal(run.found.broken[sub.test])}\n")
+            broken = escape.terminal(self.run.found.broken[sub.test])
+            self.out.write(f"{escape.terminal(sub.label)}: not graded: {broken}\n")
             return
-        score, maximum = run.score(sub, result)
-        out.write(f"{path}: {result.accepted}/{result.total} accepted,"
-                  f" score {score:g}/{maximum:g}\n")  # fmt: skip
+        super().file(sub, result, shown)
+
+    def body(self, sub: Submission, result: FileVerdicts, shown: list[CaseResult]) -> list[str]:
+        score, maximum = self.run.score(sub, result)
+        lines = [f": {result.accepted}/{result.total} accepted, score {score:g}/{maximum:g}\n"]
         for case in shown[:SHOWN_MISMATCHES]:
             if case.verdict == Verdict.EXTRA:
                 extra = escape.terminal(case.found or "")
-                out.write(f"  EXTRA output after case {case.index - 1}: {extra}\n")
+                lines.append(f"  EXTRA output after case {case.index - 1}: {extra}\n")
                 continue
-            out.write(f"  case {case.index}: {case.verdict.value}, expected {case.expected!r},"
-                      f" found {_found(case)}\n")  # fmt: skip
-            text = run.case_texts.get(sub.test, {}).get(case.index)
+            lines.append(f"  case {case.index}: {case.verdict.value}, expected"
+                         f" {case.expected!r}, found {_found(case)}\n")  # fmt: skip
+            text = self.run.case_text(sub.test, case.index)
             if text:
-                out.write(f"    input: {escape.terminal(text)}\n")
+                lines.append(f"    input: {escape.terminal(text)}\n")
         if result.wrong > SHOWN_MISMATCHES:
-            out.write(f"  ... and {result.wrong - SHOWN_MISMATCHES} more\n")
+            lines.append(f"  ... and {result.wrong - SHOWN_MISMATCHES} more\n")
+        return ["".join(lines)]
+
+    def emit(self, sub: Submission, result: FileVerdicts, body: list[str]) -> None:
+        self.out.write(escape.terminal(sub.label) + body[0])
 
     def end(self) -> None:
         if self.standings:
@@ -119,6 +180,7 @@ class JsonReport(Report):
     def __init__(self, out: TextIO, run: GradeRun, version: int = REPORT_VERSION) -> None:
         super().__init__(out, run)
         self.version = version
+        self.kind = "json2" if version == 2 else None
         self.files = 0
 
     def begin(self) -> None:
@@ -133,18 +195,35 @@ class JsonReport(Report):
         self.out.write(json.dumps(head, indent=1)[:-2] + ',\n "submissions": [')
 
     def file(self, sub: Submission, result: FileVerdicts | None, shown: list[CaseResult]) -> None:
+        if self.version == 2 and result is not None:
+            super().file(sub, result, shown)
+            return
         if self.version == 2:
-            doc = _submission_v2(self.run, sub, result, shown)
+            doc = _file_fields(self.run, sub, result)
         else:
             doc = _submission_v1(self.run, sub, result)
-        self.out.write(
-            ("," if self.files else "") + "\n  " + json.dumps(doc, separators=(",", ":"))
-        )
+        self._entry(json.dumps(doc, separators=(",", ":")))
+
+    def body(self, sub: Submission, result: FileVerdicts, shown: list[CaseResult]) -> list[str]:
+        # the fields before and after the letters, each without its braces
+        head, tail = _submission_v2(self.run, sub, result, shown)
+        return [_compact(head)[1:-1], _compact(tail)[1:-1]]
+
+    def emit(self, sub: Submission, result: FileVerdicts, body: list[str]) -> None:
+        place = _compact({"path": sub.label, "test": sub.test, "contestant": sub.contestant})
+        self._entry(f'{place[:-1]},{body[0]},"verdicts":{json.dumps(result.codes)},{body[1]}}}')
+
+    def _entry(self, text: str) -> None:
+        self.out.write(("," if self.files else "") + "\n  " + text)
         self.files += 1
 
     def end(self) -> None:
         board = [_standing_dict(s) for s in self.run.standings]
         self.out.write('\n ],\n "scoreboard": ' + json.dumps(board, indent=1) + "\n}\n")
+
+
+def _compact(doc: Any) -> str:
+    return json.dumps(doc, separators=(",", ":"))
 
 
 def _file_fields(run: GradeRun, sub: Submission, result: FileVerdicts | None) -> dict[str, Any]:
@@ -157,24 +236,21 @@ def _file_fields(run: GradeRun, sub: Submission, result: FileVerdicts | None) ->
 
 
 def _submission_v2(
-    run: GradeRun, sub: Submission, result: FileVerdicts | None, mismatches: list[CaseResult]
-) -> dict[str, Any]:
-    doc = _file_fields(run, sub, result)
-    if result is None:
-        return doc
-    inputs = run.case_texts.get(sub.test, {})
+    run: GradeRun, sub: Submission, result: FileVerdicts, mismatches: list[CaseResult]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A v2 entry's fields after the file's place: those before its letters, those after."""
+    score, maximum = run.score(sub, result)
+    head = {"accepted": result.accepted, "total": result.total, "score": score,
+            "max_score": maximum}  # fmt: skip
     shown = []
     for case in mismatches:
         item = case.as_dict()
         if case.verdict != Verdict.EXTRA:
-            item["input"] = inputs.get(case.index)
+            item["input"] = run.case_text(sub.test, case.index)
         shown.append(item)
-    doc["verdicts"] = result.codes
-    doc["extra"] = None if result.extra is None else {"first": result.extra[0],
-                                                       "more": result.extra[1]}  # fmt: skip
-    doc["mismatches"] = shown
-    doc["more_mismatches"] = result.wrong - len(shown)
-    return doc
+    extra = None if result.extra is None else {"first": result.extra[0], "more": result.extra[1]}
+    tail = {"extra": extra, "mismatches": shown, "more_mismatches": result.wrong - len(shown)}
+    return head, tail
 
 
 def _submission_v1(run: GradeRun, sub: Submission, result: FileVerdicts | None) -> dict[str, Any]:
@@ -205,6 +281,7 @@ class JunitReport(Report):
     def __init__(self, out: TextIO, run: GradeRun, *, per_case: bool = False) -> None:
         super().__init__(out, run)
         self.per_case = per_case
+        self.kind = None if per_case else "junit"
 
     def begin(self) -> None:
         self.out.write(
@@ -212,31 +289,40 @@ class JunitReport(Report):
         )
 
     def file(self, sub: Submission, result: FileVerdicts | None, shown: list[CaseResult]) -> None:
-        out, run = self.out, self.run
-        classname = escape.xml(f"{sub.contestant}.{sub.test}".strip("."))
-        if self.per_case and result is not None:
-            _junit_cases(out, run, sub, result, classname)
-            return
-        failures = 0 if result is not None and not result.wrong else 1
-        out.write(f"  <testsuite name={_attr(sub.label)} tests=\"1\" failures=\"{failures}\""
-                  ' errors="0" skipped="0">\n')  # fmt: skip
-        out.write(f"    <testcase name={_attr(sub.test)} classname={_attr(classname)}")
-        if failures:
-            out.write(f"><failure message={_attr(_file_failure(run, sub, result, shown))}"
-                      f' type="WRONG"/></testcase>\n')  # fmt: skip
+        if result is None:
+            failure = f"not graded: {self.run.found.broken[sub.test]}"
+            self._suite(sub, f'><failure message={_attr(failure)} type="WRONG"/></testcase>')
+        elif self.per_case:
+            _junit_cases(self.out, self.run, sub, result, _classname(sub))
         else:
-            out.write("/>\n")
-        out.write("  </testsuite>\n")
+            super().file(sub, result, shown)
+
+    def body(self, sub: Submission, result: FileVerdicts, shown: list[CaseResult]) -> list[str]:
+        if not result.wrong:
+            return ["/>"]
+        failure = _attr(_file_failure(result, shown))
+        return [f'><failure message={failure} type="WRONG"/></testcase>']
+
+    def emit(self, sub: Submission, result: FileVerdicts, body: list[str]) -> None:
+        self._suite(sub, body[0])
+
+    def _suite(self, sub: Submission, testcase_end: str) -> None:
+        failures = int(testcase_end != "/>")
+        self.out.write(
+            f'  <testsuite name={_attr(sub.label)} tests="1" failures="{failures}" errors="0"'
+            f' skipped="0">\n    <testcase name={_attr(sub.test)}'
+            f" classname={_attr(_classname(sub))}{testcase_end}\n  </testsuite>\n"
+        )
 
     def end(self) -> None:
         self.out.write("</testsuites>\n")
 
 
-def _file_failure(
-    run: GradeRun, sub: Submission, result: FileVerdicts | None, shown: list[CaseResult]
-) -> str:
-    if result is None:
-        return f"not graded: {run.found.broken[sub.test]}"
+def _classname(sub: Submission) -> str:
+    return escape.xml(f"{sub.contestant}.{sub.test}".strip("."))
+
+
+def _file_failure(result: FileVerdicts, shown: list[CaseResult]) -> str:
     parts = [_case_message(case) for case in shown]
     more = f"; and {result.wrong - len(shown)} more" if result.wrong > len(shown) else ""
     return f"{result.wrong} of {result.total} cases wrong: " + "; ".join(parts) + more

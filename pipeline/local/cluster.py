@@ -254,7 +254,7 @@ class EmbeddedCluster(AbstractContextManager["EmbeddedCluster"]):
             from pipeline.local.warm import spawn
 
             with contextlib.suppress(OSError):
-                spawn(self.state.path, self.warm_seconds)
+                spawn(str(self.state.path), self.warm_seconds)
 
     def _stop(self) -> None:
         if self.worker is not None:

@@ -16,9 +16,7 @@ import os
 import signal
 import socket
 import struct
-import subprocess
 import sys
-from pathlib import Path
 
 SOCKET_NAME = "warm.sock"
 LOG_NAME = "warm.log"  # what the service did, in the state folder
@@ -27,22 +25,22 @@ _FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 _STATUS = struct.Struct("!i")
 
 
-def state_folder() -> Path | None:
+def state_folder() -> str | None:
     """The state folder as the environment names it (a config file may name another: the
     forked command then simply uses that one's Redis), or None when there is none."""
     given = os.environ.get("GAMEBATCH_STATE_DIR")
     if given is not None:
-        return Path(given) if given else None
-    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(base) / "gamebatch"
+        return given or None
+    base = os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state")
+    return os.path.join(base, "gamebatch")
 
 
 def fingerprint() -> str:
     """What the loaded code depends on: the interpreter, the module path (less the script's
     own folder), and the place, size and time of every file of our packages (a new version
     makes a new service)."""
-    root = Path(__file__).resolve().parents[2]
-    parts = [sys.executable, sys.version, str(root), *sys.path[1:]]
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__))))
+    parts = [sys.executable, sys.version, root, *sys.path[1:]]
     for folder in sys.path[1:]:
         try:
             parts.append(str(os.stat(folder or ".").st_mtime_ns))  # a plugin installed
@@ -51,7 +49,7 @@ def fingerprint() -> str:
     for package in ("pipeline", "pipeline/local", "pipeline/server", "pipeline/lua",
                     "workers", "games"):  # fmt: skip
         try:
-            entries = sorted(os.scandir(root / package), key=lambda e: e.name)
+            entries = sorted(os.scandir(os.path.join(root, package)), key=lambda e: e.name)
         except OSError:
             continue
         for entry in entries:
@@ -61,11 +59,13 @@ def fingerprint() -> str:
     return "\n".join(parts)
 
 
-def spawn(folder: Path, seconds: int) -> None:
+def spawn(folder: str, seconds: int) -> None:
     """Start the service for `folder` in the background (it outlives this command)."""
-    with (folder / LOG_NAME).open("ab") as log:
+    import subprocess
+
+    with open(os.path.join(folder, LOG_NAME), "ab") as log:
         subprocess.Popen(
-            [sys.executable, "-m", "pipeline.local.warm_service", str(folder), str(seconds)],
+            [sys.executable, "-m", "pipeline.local.warm_service", folder, str(seconds)],
             stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
             cwd="/", close_fds=True,
         )  # fmt: skip
@@ -80,17 +80,17 @@ def run(argv: list[str]) -> int | None:
     command = next((a for a in argv if not a.startswith("-")), None)
     if folder is None or command is None or command in NOT_WARM:
         return None
-    conn = _connect(folder / SOCKET_NAME)
+    conn = _connect(os.path.join(folder, SOCKET_NAME))
     if conn is None:
         return None
     with conn:
         return _converse(conn, argv)
 
 
-def _connect(path: Path) -> socket.socket | None:
+def _connect(path: str) -> socket.socket | None:
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        conn.connect(str(path))
+        conn.connect(path)
         if peer_uid(conn) != os.getuid():
             raise OSError("the warm service belongs to another user")
     except OSError:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import array
 import contextlib
+import gc
 import io
 import json
 import os
@@ -143,6 +144,8 @@ def _preload() -> None:
 
     registry()
     del pipeline, workers
+    gc.collect()
+    gc.freeze()  # what is loaded now is never scanned again by a command's collections
 
 
 def _listen(path: Path) -> socket.socket:

@@ -1,0 +1,22 @@
+"""The `gamebatch` command: run by the warm local service when one answers, else here (only
+the standard library is loaded before that is known)."""
+
+from __future__ import annotations
+
+import sys
+
+
+def main() -> int:
+    """Entry point of the `gamebatch` console script."""
+    from pipeline.local import warm
+
+    status = warm.run(sys.argv[1:])
+    if status is None:
+        from pipeline.cli import main as run_here
+
+        status = run_here()
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
