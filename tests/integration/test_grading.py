@@ -21,7 +21,7 @@ from pipeline.local.children import terminate
 from pipeline.local.redis_server import RedisServer
 from pipeline.registry import get_problem
 from tests.conftest import Workers
-from tests.helpers import answers, command_env, input_text, random_cases
+from tests.helpers import answers, command_env, input_text, parse, random_cases
 
 
 def gamebatch(*args: str) -> subprocess.CompletedProcess[str]:
@@ -220,6 +220,57 @@ def test_a_regrade_compares_only_the_changed_files(
     assert redone["verdicts"] == "W" + "M" * 49 and len(_verdict_keys(redis_server.url)) == 2 + len(
         stored
     )
+
+
+@pytest.mark.integration
+def test_kept_report_bodies_give_what_rendering_afresh_gives(
+    tmp_path: Path, redis_server: RedisServer, workers: Workers
+) -> None:
+    problem = get_problem("strgame")
+    tests, subs = _contest(tmp_path, contestants=8, cases=30)
+    workers.start()
+    client = redis.Redis.from_url(redis_server.url)
+    scoring = tmp_path / "scoring.yaml"
+
+    def grade(name: str, *extra: str) -> list[bytes]:
+        """Every output of a grading: its text, its JSON (less where the answers came
+        from), its JUnit and its scoreboard."""
+        out = [str(tmp_path / f"{name}.{ext}") for ext in ("json", "xml", "csv")]
+        done = gamebatch("grade", "-p", "strgame", "--tests", str(tests), "--submissions",
+                         str(subs), "--broker", redis_server.url, "--json", out[0], "--junit",
+                         out[1], "--scoreboard", out[2], *extra)  # fmt: skip
+        assert done.returncode == 1, done.stderr
+        report = json.loads(Path(out[0]).read_text())
+        report.pop("answers")
+        return [done.stdout.encode(), json.dumps(report).encode(),
+                *(Path(p).read_bytes() for p in out[1:])]  # fmt: skip
+
+    def afresh(name: str, *extra: str) -> list[bytes]:
+        for key in client.scan_iter("gb:bodies:*"):
+            client.delete(key)
+        return grade(name, *extra)
+
+    first = grade("first")
+    kept = list(client.scan_iter("gb:bodies:*"))
+    assert len(kept) == len(_verdict_keys(redis_server.url)) > 10  # one per distinct file
+    assert grade("again") == first
+    for key in kept:  # what the next grading shows of each file comes from its kept body
+        client.set(key, client.get(key).replace(b" accepted, score ", b" accepted,  score "))
+    marked = grade("marked")[0].decode().splitlines()
+    assert sum(" accepted,  score " in line for line in marked) == len(list(subs.glob("*/*")))
+
+    # new rules, a changed file, a test input whose answers stay but whose text changes:
+    # bodies kept from before are not used where they would differ
+    scoring.write_text("groups:\n  - {name: t1, points: 40, tests: [t1]}\n"
+                       "  - {name: t2, points: 60, tests: [t2]}\n")  # fmt: skip
+    assert grade("rules", "--scoring", str(scoring)) == afresh("rules", "--scoring", str(scoring))
+    assert grade("before") == first  # the bodies of the first rules, kept again
+    (subs / "c003" / "t1.out").write_text("Pure\n" * 31)
+    cases = [(k, " ".join(reversed(words.split()))) for k, words in
+             parse(problem, (tests / "t1.in").read_text())]  # fmt: skip
+    (tests / "t1.in").write_text(input_text(problem, cases))
+    changed = grade("changed")
+    assert changed == afresh("changed") != first
 
 
 def _same_but_sources(a: Path, b: Path) -> bool:
