@@ -13,6 +13,7 @@ import array
 import contextlib
 import json
 import os
+import resource
 import signal
 import socket
 import struct
@@ -21,6 +22,15 @@ import sys
 SOCKET_NAME = "warm.sock"
 LOG_NAME = "warm.log"  # what the service did, in the state folder
 NOT_WARM = ("worker", "serve")  # long-lived commands that manage their own process groups
+LIMITS = (
+    "RLIMIT_AS",
+    "RLIMIT_DATA",
+    "RLIMIT_FSIZE",
+    "RLIMIT_NOFILE",
+    "RLIMIT_CPU",
+    "RLIMIT_CORE",
+    "RLIMIT_STACK",
+)  # the caller's `ulimit`s that the command keeps
 _FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 _STATUS = struct.Struct("!i")
 
@@ -107,11 +117,16 @@ def peer_uid(conn: socket.socket) -> int:
 
 def _converse(conn: socket.socket, argv: list[str]) -> int | None:
     streams = [sys.stdin, sys.stdout, sys.stderr]
+    try:
+        cwd = os.getcwd()
+    except OSError:
+        return None  # a folder removed under us: let the command say what it makes of that
     request = {
         "argv": argv,
-        "cwd": os.getcwd(),
+        "cwd": cwd,
         "env": dict(os.environ),
         "umask": _umask(),
+        "limits": {name: resource.getrlimit(getattr(resource, name)) for name in LIMITS},
         "fingerprint": fingerprint(),
         "streams": [_stream_options(s) for s in streams],
     }

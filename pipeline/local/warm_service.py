@@ -16,6 +16,7 @@ import gc
 import io
 import json
 import os
+import resource
 import select
 import signal
 import socket
@@ -232,6 +233,9 @@ def _become_caller(request: dict[str, Any], fds: list[int]) -> None:
     os.environ.clear()
     os.environ.update(request["env"])
     os.umask(int(request["umask"]))
+    for name, (soft, hard) in request["limits"].items():
+        with contextlib.suppress(ValueError, OSError):  # above the service's own: not given
+            resource.setrlimit(getattr(resource, name), (soft, hard))
     tempfile.tempdir = None  # found again from this environment's TMPDIR
     sys.argv = ["gamebatch", *request["argv"]]
     options = request["streams"]

@@ -129,6 +129,27 @@ def test_a_command_in_the_warm_service_behaves_as_if_run_here(
     assert len(warm.service_pids()) == 1
 
 
+def test_the_callers_limits_hold_in_the_service(warm: Warm, tmp_path: Path) -> None:
+    problem = get_problem("pathgame")
+    path = tmp_path / "p.in"
+    path.write_text(input_text(problem, random_cases(problem, "random", 600, 6, seed=2)))
+    assert warm.run("solve", "-q", "-p", "pathgame", str(path))[0] == 0
+    warm.wait_until_serving()
+    script = f'ulimit -f 1; exec "{sys.executable}" -m pipeline.cli solve -q -p pathgame {path}'
+
+    def limited(out: Path, **env: str) -> tuple[int, str]:  # results over 1 KiB cannot be written
+        done = subprocess.run(["bash", "-c", f"{script} -o {out}"], env={**warm.env, **env},
+                              capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+        return done.returncode, done.stderr.replace(str(out), "OUT")
+
+    before = warm.commands_run()
+    here = limited(tmp_path / "here.out", GAMEBATCH_WARM_SECONDS="0")
+    there = limited(tmp_path / "there.out")
+    assert here == there and here[0] == 1 and "File too large" in here[1], (here, there)
+    warm.wait_for_commands(before + 1)
+    assert not (tmp_path / "here.out").exists() and not (tmp_path / "there.out").exists()
+
+
 def test_signals_reach_the_command_and_a_killed_caller_stops_it(warm: Warm, tmp_path: Path) -> None:
     small = tmp_path / "small.in"
     small.write_text("1\n1 1\na\n")
