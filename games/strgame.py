@@ -239,6 +239,7 @@ class StrGame:
     shrink = staticmethod(shrink)
     contest_limits = staticmethod(contest_limits)
     contest_max_cases = CONTEST_MAX_T
+    in_process = True  # small inputs may be solved in the command itself (it cannot crash it)
 
     def prepare(self, cache: object) -> None:
         """Nothing to load."""

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from pipeline.errors import UsageError
@@ -193,6 +192,8 @@ _FLAGS = {"broker_url": "--broker"}  # settings whose flag has another name
 
 
 def read_yaml(path: Path) -> dict[str, Any]:
+    import yaml  # only commands given a config file pay for it
+
     try:
         doc = yaml.safe_load(path.read_text(encoding="utf-8"))
     except OSError as exc:
@@ -242,12 +243,16 @@ def _merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
 def worker_settings(settings: Settings) -> str:
     """The settings as a config file for local workers: what this command was given (file,
     environment and flags) reaches them, not only what they would find themselves."""
+    import yaml
+
     doc = settings.model_dump(exclude={"broker_url", "workers", "producers", "state_dir", "server"})
     return yaml.safe_dump(doc, sort_keys=False)
 
 
 def show(settings: Settings) -> str:
     """The effective settings as YAML, with every password masked."""
+    import yaml
+
     doc = settings.model_dump()
     doc["broker_url"] = mask_url(settings.broker_url) if settings.broker_url else None
     if settings.server.webhook_secret:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import os
 import re
+from functools import cache
 
 # XML 1.0 allows tab, newline, carriage return and these ranges, nothing else
-_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+_NOT_XML = "[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]"  # compiled when used
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")  # what spreadsheets read as a formula
 
 
@@ -26,7 +27,7 @@ def terminal(text: str) -> str:
 
 def xml(text: str) -> str:
     """Text that XML 1.0 can hold (ElementTree escapes <, & and quotes itself)."""
-    return _NOT_XML.sub(lambda m: _escape(m.group()), text)
+    return _not_xml().sub(lambda m: _escape(m.group()), text)
 
 
 def csv_cell(text: str) -> str:
@@ -41,6 +42,11 @@ def shorten(text: str, limit: int = 200) -> str:
     if len(text) <= limit:
         return text
     return f"{text[:limit]}... ({len(text) - limit} more characters)"
+
+
+@cache
+def _not_xml() -> re.Pattern[str]:
+    return re.compile(_NOT_XML)  # 5 ms: only commands that write XML pay it
 
 
 def _escape(char: str) -> str:

@@ -78,7 +78,7 @@ def cluster(settings: Settings, *, workers: bool = True, lazy: bool = True) -> I
     folder = Path(state) if state else None
     warm = settings.warm_seconds if lazy else 0  # not after `serve`
     with EmbeddedCluster(
-        count, worker_settings(settings), folder, lazy=lazy, warm_seconds=warm
+        count, lambda: worker_settings(settings), folder, lazy=lazy, warm_seconds=warm
     ) as local:
         bound = settings.model_copy(update={"broker_url": local.url})
         store = JobStore.from_url(local.url, command=True)
@@ -232,8 +232,11 @@ class _SolveRun:
         return producer.retry_when_lost(submit, item.input, self.report)
 
     def _small(self, item: FileJob) -> bool:
-        """Solved by this command itself: a small input, when the cluster is local."""
+        """Solved by this command itself: a small input, when the cluster is local and the
+        game says its solver cannot take the process down with it (`in_process`)."""
         if not self.c.local_workers or item.source is not None:
+            return False
+        if not getattr(self.problem, "in_process", False):
             return False
         try:
             return os.stat(item.input).st_size <= self.c.settings.chunk.local_bytes

@@ -20,7 +20,6 @@ from pipeline.messages import (
 from pipeline.problem import Problem
 from pipeline.registry import registry
 from pipeline.store import Store
-from pipeline.verdicts import compare_file, compare_segment
 
 
 class Outcome(StrEnum):
@@ -141,6 +140,8 @@ def _solve(
 def compare_chunk(problem: Problem, payload: ComparePayload) -> tuple[str, str]:
     """The verdict letters of every case of every segment, and per segment (as JSON) its
     file, its number of cases, its first mismatches and its extra output."""
+    from pipeline.verdicts import compare_file, compare_segment  # grading only
+
     words = dict(zip(ANSWER_CODES, problem.answers, strict=False))
     codes, details = [], []
     for seg in payload.segments:

@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
 from types import TracebackType
@@ -149,10 +150,12 @@ class EmbeddedCluster(AbstractContextManager["EmbeddedCluster"]):
     """
 
     def __init__(
-        self, workers: int, settings: str = "", state: Path | None = None, *, lazy: bool = False,
+        self, workers: int, settings: Callable[[], str] | None = None, state: Path | None = None,
+        *, lazy: bool = False,
         warm_seconds: int = 0,
     ) -> None:  # fmt: skip
-        """`settings`: a config file's text for the local workers (the command's settings);
+        """`settings`: makes a config file's text for the local workers (the command's
+        settings), when they start;
         `lazy`: start the workers only when `ensure_workers` is first called; `warm_seconds`:
         once done, hand the folder's Redis to a warm service that stays this long idle."""
         self.workers = workers
@@ -160,12 +163,7 @@ class EmbeddedCluster(AbstractContextManager["EmbeddedCluster"]):
         self.warm_seconds = warm_seconds
         self.state = StateDir(state) if state else None
         self._tmp, self._tmp_owner = _private_folder()
-        self.config: str | None = None
-        if settings:
-            path = self._tmp / "settings.yaml"
-            path.touch(mode=0o600)
-            path.write_text(settings)
-            self.config = str(path)
+        self.settings = settings
         self.redis: RedisServer | None = None
         self.url = ""
         self.persistent = False
@@ -221,9 +219,19 @@ class EmbeddedCluster(AbstractContextManager["EmbeddedCluster"]):
 
     def _start_workers(self) -> None:
         self.worker = start_worker(
-            self.url, self.workers, self.log, config=self.config, tie_to_parent=True,
+            self.url, self.workers, self.log, config=self._config(), tie_to_parent=True,
             extra_env={"TMPDIR": str(self._tmp)},  # what they leave when killed goes with it
         )  # fmt: skip
+
+    def _config(self) -> str | None:
+        """The workers' config file, written when first needed."""
+        if self.settings is None:
+            return None
+        path = self._tmp / "settings.yaml"
+        if not path.exists():
+            path.touch(mode=0o600)
+            path.write_text(self.settings())
+        return str(path)
 
     def ensure_workers(self) -> None:
         """Start the local workers if they have not been started yet (a lazy cluster)."""

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import signal
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from multiprocessing.connection import Connection, wait
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pipeline import producer
 from pipeline.config import Settings
@@ -18,6 +16,9 @@ from pipeline.errors import GamebatchError, InputError
 from pipeline.jobstore import JobStore
 from pipeline.local.children import tie_to_parent
 from pipeline.registry import get_problem
+
+if TYPE_CHECKING:
+    from multiprocessing.connection import Connection
 
 PARALLEL_MIN_BYTES = 32 << 20  # below this much input, starting producers costs more than it saves
 
@@ -65,6 +66,9 @@ def produce_in_parallel(
 
     The processes talk over pipes (no semaphores to leak) and die with this process.
     """
+    import multiprocessing  # only here: one producer needs none of it
+    from multiprocessing.connection import Connection, wait
+
     context = multiprocessing.get_context("spawn")  # nothing of this process's sockets
     todo = list(enumerate(tasks))[::-1]
     results: dict[int, Result] = {}
