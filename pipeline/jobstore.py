@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from functools import cache
 from importlib import resources
-from typing import Any
+from typing import Any, NamedTuple
 
 import redis
 from redis.backoff import ExponentialBackoff
@@ -99,13 +99,21 @@ def connect(url: str, name: str = "gamebatch-worker") -> redis.Redis:
     )
 
 
+class Began(NamedTuple):
+    """A run of a chunk begun: its attempt number and payload; attempt 0 means the chunk has
+    its answers already, -1 that it or its job is gone (then there is no payload)."""
+
+    attempt: int
+    payload: bytes | None = None
+
+
 class JobStore:
     """Reads and writes one Redis; every key is named by `pipeline.keys`."""
 
     def __init__(self, client: redis.Redis) -> None:
         self.client: Any = client  # redis-py's return types are too loose to check
         self._save = client.register_script(script("save_answers"))
-        self._begin = client.register_script(script("begin_attempt"))
+        self._begin = client.register_script(script("begin_chunk"))
         self._abandoned = client.register_script(script("abandoned"))
         self._finish = client.register_script(script("finish_production"))
 
@@ -229,10 +237,12 @@ class JobStore:
         value: bytes | None = self.client.get(keys.chunk_input(job_id, index))
         return value
 
-    def begin_attempt(self, job_id: str, index: int, holder: str, lease: int) -> int:
-        """Count a run of the chunk and take its lease; -1 when the job is gone or cancelled."""
-        keys_ = [keys.job(job_id), keys.job_field(job_id, "attempts"), keys.lease(job_id, index)]
-        return int(self._begin(keys=keys_, args=[index, holder, lease]))
+    def begin_chunk(self, job_id: str, index: int, holder: str, lease: int) -> Began:
+        """Take the chunk's payload, count a run of it and take its lease, at once."""
+        keys_ = [keys.job(job_id), keys.job_field(job_id, "attempts"), keys.lease(job_id, index),
+                 keys.chunk_input(job_id, index), keys.answers(job_id)]  # fmt: skip
+        found = self._begin(keys=keys_, args=[index, holder, lease])
+        return Began(int(found[0]), found[1] if len(found) > 1 else None)
 
     def refresh_lease(self, job_id: str, index: int, holder: str, lease: int) -> None:
         """Keep the chunk's lease alive while it runs."""

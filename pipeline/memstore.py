@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from pipeline.jobstore import JobCounters, JobState, counters
+from pipeline.jobstore import Began, JobCounters, JobState, counters
 from pipeline.store import Store
 
 
@@ -143,16 +143,18 @@ class MemoryStore:
         job = self._live(job_id)
         return job.payloads.get(index) if job else None
 
-    def begin_attempt(self, job_id: str, index: int, holder: str, lease: int) -> int:
-        """Count a run and take the lease; -1 when the job is gone or cancelled."""
+    def begin_chunk(self, job_id: str, index: int, holder: str, lease: int) -> Began:
+        """The payload, a counted run and the lease (see JobStore.begin_chunk)."""
         job = self._live(job_id)
         state = job.manifest.get("state") if job else None
         if job is None or state is None or state == JobState.CANCELLED.value:
-            return -1
+            return Began(-1)
+        if index not in job.payloads:
+            return Began(0 if index in self.answered(job_id) else -1)
         job.attempts[index] = job.attempts.get(index, 0) + 1
         job.manifest.setdefault("started", repr(self.clock()))
         job.leases[index] = self.clock() + lease
-        return job.attempts[index]
+        return Began(job.attempts[index], job.payloads[index])
 
     def refresh_lease(self, job_id: str, index: int, holder: str, lease: int) -> None:
         """Keep the lease alive."""

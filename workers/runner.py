@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import threading
+import time
 from dataclasses import dataclass
 from enum import StrEnum
 from types import TracebackType
@@ -41,36 +44,76 @@ class Policy:
     max_attempts: int = 3  # runs of a chunk before it is failed as a poison chunk
 
 
-class Lease:
-    """Refreshes a chunk's lease from a thread while the chunk is solved."""
+class _Leases:
+    """One thread per process renews the leases of the chunks the process is running (a
+    process of a prefork pool runs one at a time; a forked process starts its own)."""
 
-    def __init__(self, store: Store, job_id: str, index: int, policy: Policy) -> None:
-        self._args = (job_id, index, policy.holder, policy.lease_seconds)
-        self._store = store
-        self._every = max(policy.lease_seconds / 3, 0.1)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        """Hold nothing, and no thread yet."""
+        self._held: dict[tuple[str, int], tuple[Store, Policy, float]] = {}  # -> next renewal
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._pid = 0
+
+    def hold(self, store: Store, job_id: str, index: int, policy: Policy) -> None:
+        with self._lock:
+            self._held[(job_id, index)] = (store, policy, time.monotonic() + _every(policy))
+            if not self._pid:
+                self._pid = os.getpid()
+                threading.Thread(target=self._run, daemon=True, name="leases").start()
+        self._wake.set()
+
+    def drop(self, job_id: str, index: int) -> None:
+        with self._lock:
+            self._held.pop((job_id, index), None)
 
     def _run(self) -> None:
-        while not self._stop.wait(self._every):
-            self._store.refresh_lease(*self._args)
+        while True:
+            with self._lock:
+                due = [(key, store, policy) for key, (store, policy, at) in self._held.items()
+                       if at <= time.monotonic()]  # fmt: skip
+                for key, store, policy in due:
+                    self._held[key] = (store, policy, time.monotonic() + _every(policy))
+                pause = min((at for _, _, at in self._held.values()), default=None)
+            for (job_id, index), store, policy in due:
+                with contextlib.suppress(Exception):  # a missed renewal is retried next time
+                    store.refresh_lease(job_id, index, policy.holder, policy.lease_seconds)
+            self._wake.wait(None if pause is None else max(pause - time.monotonic(), 0))
+            self._wake.clear()
+
+
+def _every(policy: Policy) -> float:
+    return max(policy.lease_seconds / 3, 0.1)
+
+
+_LEASES = _Leases()
+os.register_at_fork(after_in_child=_LEASES.reset)  # a forked process starts afresh
+
+
+class Lease:
+    """A chunk's lease, renewed by the process's lease thread while the chunk runs."""
+
+    def __init__(self, store: Store, job_id: str, index: int, policy: Policy) -> None:
+        self._args = (store, job_id, index, policy)
 
     def __enter__(self) -> Lease:
-        self._thread.start()
+        _LEASES.hold(*self._args)
         return self
 
     def __exit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        self._stop.set()
-        self._thread.join()
+        _LEASES.drop(self._args[1], self._args[2])
 
 
 def run_chunk(store: Store, job_id: str, index: int, policy: Policy = Policy()) -> Outcome:
     """Solve (or compare) chunk `index` of `job_id`; safe to run any number of times."""
-    raw = store.chunk_payload(job_id, index)
+    attempt, raw = store.begin_chunk(job_id, index, policy.holder, policy.lease_seconds)
     if raw is None:
-        return Outcome.DUPLICATE if store.has_answers(job_id, index) else Outcome.GONE
+        return Outcome.DUPLICATE if attempt == 0 else Outcome.GONE
     try:
         payload = decode_payload(raw)
     except BadPayload as exc:
@@ -80,9 +123,6 @@ def run_chunk(store: Store, job_id: str, index: int, policy: Policy = Policy()) 
     if problem is None:
         store.fail_chunk(job_id, index, f"unknown problem {payload.problem!r}")
         return Outcome.FAILED
-    attempt = store.begin_attempt(job_id, index, policy.holder, policy.lease_seconds)
-    if attempt < 0:
-        return Outcome.GONE
     if attempt > policy.max_attempts:
         where = _where(store, job_id, index, payload)
         store.fail_chunk(job_id, index, f"{where}: its worker died in {attempt - 1} attempts")

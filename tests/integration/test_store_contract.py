@@ -54,15 +54,17 @@ def test_attempts_leases_and_abandoned_chunks(store: tuple[Store, Advance]) -> N
     s.open_job(JOB, {"problem": "strgame"})
     s.put_chunk(JOB, 0, b"x")
     s.put_chunk(JOB, 1, b"y")
-    assert s.begin_attempt(JOB, 0, "w1", 1) == 1
+    assert s.begin_chunk(JOB, 0, "w1", 1) == (1, b"x")  # its payload with the attempt
     assert s.leased(JOB) and s.unleased(JOB) == [1]
     assert s.abandoned(JOB) == []
     advance(1.2)
     assert not s.leased(JOB) and sorted(s.unleased(JOB)) == [0, 1]
     assert s.abandoned(JOB) == [0] and s.abandoned(JOB) == []  # once per start
-    assert s.begin_attempt(JOB, 0, "w2", 1) == 2
+    assert s.begin_chunk(JOB, 0, "w2", 1).attempt == 2
     advance(1.2)
     assert s.abandoned(JOB) == [0]
+    assert s.save_answers(JOB, 0, "0") and s.begin_chunk(JOB, 0, "w3", 1) == (0, None)  # done
+    assert s.begin_chunk(JOB, 7, "w3", 1) == (-1, None)  # no such chunk
     s.fail_chunk(JOB, 1, "case 2: boom")
     assert s.progress(JOB).failures == {1: "case 2: boom"}  # type: ignore[union-attr]
 
@@ -74,7 +76,7 @@ def test_cancel_and_delete(store: tuple[Store, Advance]) -> None:
     s.add_invalid(JOB, ["a.in:3: case 1: bad"])
     assert s.invalid(JOB) == ["a.in:3: case 1: bad"]
     assert s.cancel(JOB, 60)
-    assert s.begin_attempt(JOB, 0, "w", 30) == -1
+    assert s.begin_chunk(JOB, 0, "w", 30).attempt == -1
     assert not s.save_answers(JOB, 0, "0")
     assert s.chunk_payload(JOB, 0) is None and s.invalid(JOB) == []
     assert s.progress(JOB).state == JobState.CANCELLED  # type: ignore[union-attr]

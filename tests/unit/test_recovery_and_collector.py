@@ -33,7 +33,7 @@ def test_recovery_requeues_a_chunk_whose_lease_expired_once_per_start() -> None:
     sent: list[int] = []
     recovery = Recovery(store, lambda j, i: sent.append(i), lambda: 1, lease=30, stall=60,
                         clock=clock)  # fmt: skip
-    store.begin_attempt(JOB, 1, "w", 30)
+    store.begin_chunk(JOB, 1, "w", 30)
     clock.advance(11)
     recovery.tick(store.progress(JOB))  # type: ignore[arg-type]
     assert sent == []  # the lease still holds
@@ -67,9 +67,9 @@ def test_the_sweep_recovers_lost_chunks_with_no_one_waiting() -> None:
     clock = FakeClock()
     store = MemoryStore(clock)
     _job(store, 3)
-    store.begin_attempt(JOB, 0, "w", 30)
+    store.begin_chunk(JOB, 0, "w", 30)
     store.save_answers(JOB, 0, "0")
-    store.begin_attempt(JOB, 2, "w", 30)
+    store.begin_chunk(JOB, 2, "w", 30)
     sent: list[int] = []
     assert sweep(store, lambda j, i: sent.append(i), SETTINGS) == 0
     clock.advance(31)

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import threading
+import time
+
 import pytest
 
 from pipeline.jobstore import JobState
 from pipeline.memstore import MemoryStore
 from pipeline.messages import ChunkPayload
 from tests.helpers import FakeClock
-from workers.runner import Outcome, Policy, run_chunk
+from workers.runner import Lease, Outcome, Policy, run_chunk
 
 JOB = "nim-" + "a" * 24
 POLICY = Policy(holder="test", lease_seconds=30, max_attempts=3)
@@ -71,7 +74,7 @@ def test_a_chunk_whose_worker_keeps_dying_fails_naming_the_case(cases: int, culp
     store = MemoryStore(clock)
     _job(store, [[[1, "a"]] * cases])
     for _ in range(POLICY.max_attempts):  # a worker takes the chunk and dies on case 2
-        assert store.begin_attempt(JOB, 0, "dead", 30) > 0
+        assert store.begin_chunk(JOB, 0, "dead", 30).attempt > 0
         if cases > 1:
             store.set_cursor(JOB, 0, 1)
     assert run_chunk(store, JOB, 0, POLICY) == Outcome.FAILED
@@ -82,7 +85,7 @@ def test_a_chunk_whose_worker_keeps_dying_fails_naming_the_case(cases: int, culp
 def test_a_retried_chunk_records_the_case_it_is_solving() -> None:
     store = MemoryStore()
     _job(store, [[[1, "a"], [1, "b"]]])
-    store.begin_attempt(JOB, 0, "dead", 30)  # a first run died
+    store.begin_chunk(JOB, 0, "dead", 30)  # a first run died
     seen: list[int | None] = []
     original = store.set_cursor
 
@@ -94,3 +97,26 @@ def test_a_retried_chunk_records_the_case_it_is_solving() -> None:
     assert run_chunk(store, JOB, 0, POLICY) == Outcome.SOLVED
     assert seen == [0, 1]
     assert store.cursor(JOB, 0) is None  # cleared with the answers
+
+
+def test_one_thread_renews_the_lease_of_each_running_chunk() -> None:
+    store = MemoryStore()
+    _job(store, [[[1, "a"]], [[1, "b"]]])
+    renewed: list[tuple[str, int]] = []
+    original = store.refresh_lease
+
+    def spy(job_id: str, index: int, holder: str, lease: int) -> None:
+        original(job_id, index, holder, lease)
+        renewed.append((job_id, index))
+
+    store.refresh_lease = spy  # type: ignore[method-assign]
+    quick = Policy(holder="test", lease_seconds=1, max_attempts=3)  # renewed every 1/3 s
+    before = {t.ident for t in threading.enumerate() if t.name == "leases"}
+    with Lease(store, JOB, 0, quick), Lease(store, JOB, 1, quick):
+        time.sleep(1.2)
+    leases = [t for t in threading.enumerate() if t.name == "leases"]
+    assert len(leases) == 1 and (not before or {t.ident for t in leases} == before)
+    assert renewed.count((JOB, 0)) >= 2 and renewed.count((JOB, 1)) >= 2
+    count = len(renewed)
+    time.sleep(0.5)
+    assert len(renewed) == count, "a lease was renewed after its chunk ended"
