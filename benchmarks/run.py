@@ -520,6 +520,12 @@ def _http_service(data: Path, quick: bool) -> list[Row]:
     return http_service(data, quick)
 
 
+def _chunk_costs(data: Path, quick: bool) -> list[Row]:
+    from benchmarks.stages import chunk_costs
+
+    return chunk_costs(data, quick)
+
+
 def _grading(data: Path, ref: dict[str, Path] | None, quick: bool) -> list[Row]:
     from benchmarks.grading import grading
 
@@ -546,6 +552,7 @@ def main() -> int:
         "startup": lambda: startup(data, args.quick),
         "stage_rates": lambda: stage_rates(data, args.quick),
         "scaling": lambda: scaling(data, args.quick),
+        "chunk_costs": lambda: _chunk_costs(data, args.quick),
         "http_service": lambda: _http_service(data, args.quick),
         "grading": lambda: _grading(data, ref, args.quick),
     }

@@ -56,8 +56,12 @@ class RedisServer(AbstractContextManager["RedisServer"]):
         port: int = 0,
         password: str | None = None,
         tie_to_parent: bool = False,
+        acl_file: Path | None = None,
     ) -> None:
+        """`acl_file`: a redis.conf file of `user` lines, included instead of one password
+        (then the URL is that of its `admin` user, whose password must be `password`)."""
         self.workdir = workdir
+        self.acl_file = acl_file
         self.port = port or free_port()
         self.password = password or secrets.token_urlsafe(24)
         self.appendonly = appendonly
@@ -67,15 +71,17 @@ class RedisServer(AbstractContextManager["RedisServer"]):
     @property
     def url(self) -> str:
         """The broker URL (it holds the password: never print it)."""
-        return f"redis://:{self.password}@127.0.0.1:{self.port}/0"
+        user = "admin" if self.acl_file else ""
+        return f"redis://{user}:{self.password}@127.0.0.1:{self.port}/0"
 
     def start(self) -> RedisServer:
         """Start the server and wait until it answers."""
         self.workdir.mkdir(parents=True, exist_ok=True)
         _wait_for_previous(self.workdir / "redis.pid")
         conf = self.workdir / "redis.conf"
+        auth = f"include {self.acl_file}" if self.acl_file else f"requirepass {self.password}"
         conf.write_text(  # the password stays out of the process list
-            f"port {self.port}\nbind 127.0.0.1\nrequirepass {self.password}\n"
+            f"port {self.port}\nbind 127.0.0.1\n{auth}\n"
             f'dir {self.workdir}\nsave ""\nappendonly {"yes" if self.appendonly else "no"}\n'
             "appendfsync everysec\nmaxmemory-policy noeviction\nlogfile redis.log\n"
             f"pidfile {self.workdir / 'redis.pid'}\n"

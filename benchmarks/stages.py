@@ -1,0 +1,127 @@
+"""What a chunk costs outside the solver, and the ceiling of one Redis: a job queued first,
+then drained by the workers, with the CPU time of Redis, of the workers and of the solver
+alone measured for the same cases."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import redis
+
+from benchmarks.run import Row, gamebatch, solve_in_process, write_cases
+from pipeline import keys
+from pipeline.local.redis_server import RedisServer
+from pipeline.reader import read_cases
+from pipeline.registry import get_problem
+from pipeline.tokens import TokenReader
+
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_of_tree(pid: int) -> float:
+    """CPU seconds (user and system) used so far by a process and its live descendants."""
+    total, todo = 0.0, [pid]
+    while todo:
+        current = todo.pop()
+        try:
+            fields = Path(f"/proc/{current}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / _TICK
+            kids = Path(f"/proc/{current}/task/{current}/children").read_text().split()
+        except (OSError, IndexError):
+            continue
+        todo += [int(kid) for kid in kids]
+    return total
+
+
+def _redis_cpu(client: redis.Redis) -> float:
+    info = client.info("cpu")
+    return float(info["used_cpu_sys"]) + float(info["used_cpu_user"])
+
+
+def _drain(path: Path, game: str, env_extra: dict[str, str]) -> dict[str, float]:
+    """Queue `path` with no worker running, then drain it with one worker process: the CPU
+    seconds of Redis while queueing and while draining, of the worker, and the chunks and
+    payload bytes."""
+    with (
+        tempfile.TemporaryDirectory(prefix="gamebatch-stage-") as tmp,
+        RedisServer(Path(tmp) / "redis") as server,
+    ):
+        env = {"GAMEBATCH_BROKER_URL": server.url, **env_extra}
+        client = redis.Redis.from_url(server.url)
+        start = _redis_cpu(client)
+        submitted = gamebatch("submit", "-p", game, str(path), env=env).stdout.split()
+        job = submitted[-1].decode()
+        queued = _redis_cpu(client)
+        payload = sum(
+            client.strlen(k) for k in client.scan_iter(keys.chunk_input_prefix(job) + "*")
+        )
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "pipeline.cli", "worker", "--concurrency", "1"],
+            env={**os.environ, **env}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )  # fmt: skip
+        try:
+            time.sleep(3)  # started and idle: what it used for that is not the job's
+            idle = _cpu_of_tree(worker.pid)
+            before = _redis_cpu(client)
+            out = Path(tmp) / "out"
+            gamebatch("collect", job, "-o", str(out), env=env)
+            used = _cpu_of_tree(worker.pid) - idle
+            drained = _redis_cpu(client) - before
+            if out.read_bytes() != solve_in_process(game, path):
+                raise SystemExit(f"stages: wrong answers for {path.name}")
+            chunks = int(client.hget(keys.job(job), "chunks") or 0)
+        finally:
+            os.killpg(worker.pid, signal.SIGTERM)
+            worker.wait()
+    return {"chunks": chunks, "payload": payload, "worker": used, "redis_queue": queued - start,
+            "redis_drain": drained}  # fmt: skip
+
+
+def _solver_seconds(game: str, path: Path) -> float:
+    """CPU seconds of the game's solve() alone over every case of the file."""
+    problem = get_problem(game)
+    problem.prepare(None)
+    with path.open("rb") as stream:
+        cases = [n.case for n in read_cases(problem, TokenReader(stream, str(path)))]
+    start = time.process_time()
+    for case in cases:
+        problem.solve(case)
+    return time.process_time() - start
+
+
+def chunk_costs(data: Path, quick: bool) -> list[Row]:
+    """Per chunk: worker CPU outside the solver; per chunk and per MB: Redis CPU, and the
+    ceiling of one Redis core that follows."""
+    rows = []
+    kinds = [  # many small chunks, and few chunks of long payloads
+        ("pathgame", "small", 20000 if quick else 200000, 6, {"GAMEBATCH_CHUNK__MAX_CASES": "200"}),
+        ("strgame", "long", 40 if quick else 400, 200000, {}),
+    ]
+    for game, shape, count, size, extra in kinds:
+        path = write_cases(data / f"stage-{game}-{shape}-{count}.in", game, shape, count,
+                           size=size, seed=3)  # fmt: skip
+        solver = _solver_seconds(game, path)
+        got = _drain(path, game, extra)
+        chunks, megabytes = got["chunks"], path.stat().st_size / 1e6
+        outside = max(got["worker"] - solver, 0.0) / chunks * 1000
+        redis_chunk = (got["redis_queue"] + got["redis_drain"]) / chunks * 1e6
+        redis_mb = (got["redis_queue"] + got["redis_drain"]) / megabytes
+        name = f"{game} {shape}, {count} cases in {chunks} chunks ({megabytes:.0f} MB)"
+        rows += [
+            Row("per chunk", f"{name}: worker CPU outside the solver, per chunk", outside, None,
+                "ms", None, "", None,
+                f"worker {got['worker']:.2f} s of CPU, the solver alone {solver:.2f} s;"
+                f" {got['payload'] / chunks / 1e3:,.0f} kB of payload per chunk"),
+            Row("redis stage", f"{name}: Redis CPU per chunk (queue and drain)", redis_chunk,
+                None, "us", None, "", None,
+                f"one Redis core: at most {1e6 / redis_chunk:,.0f} chunks/s,"
+                f" {1 / redis_mb:,.0f} MB/s of input" if redis_mb else ""),
+        ]  # fmt: skip
+    return rows
