@@ -14,7 +14,7 @@ from typing import TextIO
 from pipeline import collector, escape, files, keys, producer
 from pipeline.collector import INVALID_WORD
 from pipeline.config import Settings, default_state_dir, worker_settings
-from pipeline.errors import InputError, JobLost, UnknownJob
+from pipeline.errors import GamebatchError, InputError, JobLost, UnknownJob
 from pipeline.jobstore import JobCounters, JobState, JobStore, this_process
 from pipeline.local import producers
 from pipeline.problem import Problem
@@ -84,6 +84,14 @@ def cluster(settings: Settings, *, workers: bool = True, lazy: bool = True) -> I
         store = JobStore.from_url(local.url, command=True)
         try:
             yield Cluster(bound, store, local.check, count, local.ensure_workers)
+        except Exception as exc:
+            if "MISCONF" not in str(exc):  # Redis refuses writes it cannot save
+                raise
+            cause = str(exc).splitlines()[0].rsplit(": ", 1)[-1]
+            raise GamebatchError(
+                f"the embedded Redis cannot save its data in {local.redis_folder}: {cause};"
+                " free some space there and run the command again (finished work is kept)"
+            ) from None
         finally:
             store.close()
 

@@ -171,6 +171,11 @@ class EmbeddedCluster(AbstractContextManager["EmbeddedCluster"]):
         self.restarts = 0
 
     @property
+    def redis_folder(self) -> Path:
+        """Where the Redis this command uses keeps its data."""
+        return self.state.redis_dir if self.state is not None and self.persistent else self._tmp
+
+    @property
     def log(self) -> Path:
         """Where the workers log."""
         return self._tmp / "worker.log"

@@ -15,7 +15,7 @@ import pytest
 from pipeline.errors import UsageError
 from pipeline.files import OutputError, atomic_write, check_output
 from pipeline.registry import get_problem
-from tests.helpers import answers
+from tests.helpers import answers, input_text, random_cases
 from tests.integration.test_pipeline import gamebatch
 
 pytestmark = pytest.mark.integration
@@ -147,6 +147,29 @@ def test_a_full_disk_after_solving_keeps_the_answers_for_collect(tmp_path: Path)
     assert (tmp_path / "r.out").read_text() == answers(
         get_problem("strgame"), "1\n1 1\na\n"
     ) * 30000
+
+
+def test_a_full_disk_under_the_embedded_redis_is_one_clear_line(tmp_path: Path) -> None:
+    problem = get_problem("strgame")
+    big = tmp_path / "big.in"  # about 1 MB of payloads: more than the state folder holds
+    big.write_text(input_text(problem, random_cases(problem, "random", 3000, 300, seed=1)))
+    with _mounted(tmp_path / "state", "size=1m") as state:
+        env = {"GAMEBATCH_STATE_DIR": str(state)}
+        result = gamebatch("solve", "-q", "-p", "strgame", str(big), "-o",
+                           str(tmp_path / "r.out"), env=env)  # fmt: skip
+        _one_error_line(result, 1, f"the embedded Redis cannot save its data in {state / 'redis'}:"
+                        " No space left on device; free some space there")  # fmt: skip
+        assert not (tmp_path / "r.out").exists()
+        subprocess.run(["mount", "-o", "remount,size=64m", str(state)], check=True)
+        again = gamebatch("solve", "-q", "-p", "strgame", str(big), "-o", str(tmp_path / "r.out"),
+                          env=env)  # fmt: skip
+        assert again.returncode == 0, again.stderr
+        assert (tmp_path / "r.out").read_text() == answers(problem, big.read_text())
+        log = (state / "redis" / "redis.log").read_text()
+        assert "Bad file format" not in log and "Short write" in log  # the write that failed
+        check = subprocess.run(["redis-check-aof", str(state / "redis" / "appendonly.aof")],
+                               capture_output=True, text=True, check=False)  # fmt: skip
+        assert check.returncode == 0 and "is valid" in check.stdout, check.stdout
 
 
 @contextmanager
