@@ -591,6 +591,22 @@ def _err(line: str) -> None:
     print(f"gamebatch: {line}", file=sys.stderr)
 
 
+def _redis_error(exc: Exception) -> str:
+    """One line for a Redis failure, saying what to do about the ones that can be fixed."""
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    if type(exc).__name__ == "OutOfMemoryError" or "> 'maxmemory'" in text:
+        return (
+            "Redis is full (its memory is at maxmemory and it evicts nothing): free memory"
+            " or raise maxmemory, then run the command again (finished work is kept)"
+        )
+    if "MISCONF" in text:
+        return (
+            f"Redis cannot save its data ({text.rsplit(': ', 1)[-1]}): fix its disk, then"
+            " run the command again (finished work is kept)"
+        )
+    return f"Redis: {text}"
+
+
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
@@ -616,7 +632,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if type(exc).__module__.split(".")[0] not in ("redis", "kombu"):
             raise
         # redis-py and kombu name the host and port in their messages, never the password
-        _err(f"error: Redis: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}")
+        _err(f"error: {_redis_error(exc)}")
         return 1
     except KeyboardInterrupt:
         _err("interrupted")

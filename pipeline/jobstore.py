@@ -99,6 +99,9 @@ def connect(url: str, name: str = "gamebatch-worker") -> redis.Redis:
     )
 
 
+SWEEP_FURTHER = 500  # jobs a sweep looks at beyond the open set, in turn
+
+
 class Began(NamedTuple):
     """A run of a chunk begun: its attempt number and payload; attempt 0 means the chunk has
     its answers already, -1 that it or its job is gone (then there is no payload)."""
@@ -166,6 +169,7 @@ class JobStore:
         if created:
             self.client.hset(key, mapping={**fields, "state": JobState.PRODUCING.value})
             self.client.zadd(keys.JOBS, {job_id: time.time()})
+            self.client.zadd(keys.OPEN_JOBS, {job_id: time.time()})
             return self.manifest(job_id) or {}
         return _decode(manifest)
 
@@ -212,6 +216,28 @@ class JobStore:
         if gone:
             self.client.zrem(keys.JOBS, *gone)
         return [job_id for job_id, ok in zip(ids, alive, strict=True) if ok]
+
+    def sweep_candidates(self, further: int = SWEEP_FURTHER) -> list[str]:
+        """The jobs a sweep looks at: those not seen finished yet, and the next `further` of
+        all jobs in turn (so that one missing from the open set is found within a few
+        rounds), but never every finished job at each round."""
+        with self.client.pipeline(transaction=False) as pipe:
+            pipe.zrange(keys.OPEN_JOBS, 0, -1)
+            pipe.zcard(keys.JOBS)
+            pipe.incrby(keys.SWEEP_CURSOR, further)
+            unfinished, count, cursor = pipe.execute()
+        start = (int(cursor) - further) % max(int(count), 1)
+        more = self.client.zrange(keys.JOBS, start, start + further - 1)
+        return list(dict.fromkeys(v.decode() for v in [*unfinished, *more]))
+
+    def note_swept(self, unfinished: list[str], finished: list[str]) -> None:
+        """Keep the open set to the jobs that are not finished."""
+        with self.client.pipeline(transaction=False) as pipe:
+            if unfinished:
+                pipe.zadd(keys.OPEN_JOBS, dict.fromkeys(unfinished, time.time()), nx=True)
+            if finished:
+                pipe.zrem(keys.OPEN_JOBS, *finished)
+            pipe.execute()
 
     # --- chunks ---------------------------------------------------------------------------
 
@@ -356,10 +382,12 @@ class JobStore:
     # --- life cycle -------------------------------------------------------------------------
 
     def expire(self, job_id: str, ttl: int) -> None:
-        """Keep the manifest and answers for `ttl` seconds (a re-run then costs nothing)."""
+        """Keep the manifest and answers for `ttl` seconds (a re-run then costs nothing); the
+        sweep need not look at the job again."""
         with self.client.pipeline() as pipe:
             for key in (keys.job(job_id), *keys.per_chunk(job_id)):
                 pipe.expire(key, ttl)
+            pipe.zrem(keys.OPEN_JOBS, job_id)
             pipe.execute()
 
     def cancel(self, job_id: str, ttl: int) -> bool:
@@ -367,6 +395,7 @@ class JobStore:
         if not self.client.exists(keys.job(job_id)):
             return False
         self.client.hset(keys.job(job_id), "state", JobState.CANCELLED.value)
+        self.client.zrem(keys.OPEN_JOBS, job_id)
         self._delete_chunks(job_id)
         self.client.delete(*keys.per_chunk(job_id))
         self.client.expire(keys.job(job_id), ttl)
@@ -377,6 +406,7 @@ class JobStore:
         with self.client.pipeline() as pipe:
             pipe.delete(keys.job(job_id), *keys.per_chunk(job_id))
             pipe.zrem(keys.JOBS, job_id)
+            pipe.zrem(keys.OPEN_JOBS, job_id)
             pipe.execute()
         self._delete_chunks(job_id)
 

@@ -19,7 +19,9 @@ gb:job:{job}:cursor       hash   chunk index -> case being solved, on a retried 
 gb:job:{job}:lease:{i}    string worker holding chunk i; expires unless refreshed
 gb:job:{job}:invalid      list   errors of invalid cases let through by --keep-going
 gb:jobs                   zset   job ids by creation time
+gb:jobs:open              zset   job ids the sweep has not seen finished yet
 gb:sweep                  string worker looking for lost chunks this round; expires
+gb:sweep:cursor           string where in gb:jobs the next sweep looks beyond gb:jobs:open
 gb:table:{name}           string shared tables (Grundy tables), computed once per cluster
 gb:verdicts:{key}         string one output file's verdicts (JSON: letters, first mismatches,
                                  extra output), keyed by what they depend on (see
@@ -59,7 +61,9 @@ def is_job_id(text: str) -> bool:
 
 
 JOBS = f"{PREFIX}:jobs"
+OPEN_JOBS = f"{PREFIX}:jobs:open"  # jobs the sweep has not seen finished yet
 SWEEP = f"{PREFIX}:sweep"
+SWEEP_CURSOR = f"{PREFIX}:sweep:cursor"  # where in JOBS the next sweep looks further
 
 
 def job(job_id: str) -> str:

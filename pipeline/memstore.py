@@ -118,6 +118,13 @@ class MemoryStore:
         """Known job ids, oldest first."""
         return [j for j in sorted(self._created, key=self._created.__getitem__) if j in self._jobs]
 
+    def sweep_candidates(self, further: int = 500) -> list[str]:
+        """Every job (a test's store is small)."""
+        return self.jobs()
+
+    def note_swept(self, unfinished: list[str], finished: list[str]) -> None:
+        """Nothing to keep."""
+
     # --- chunks -----------------------------------------------------------------------------
 
     def answered(self, job_id: str) -> set[int]:

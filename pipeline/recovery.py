@@ -66,17 +66,21 @@ class Recovery:
 
 
 def sweep(store: Store, send: Send, settings: Settings) -> int:
-    """One pass over every unfinished job, needing no state of its own (workers run it).
+    """One pass over the unfinished jobs, needing no state of its own (workers run it); the
+    finished ones are not read again at each round (see JobStore.sweep_candidates).
 
     Re-queues the chunks whose lease expired without answers and, in a job with no answers
     for `stall_seconds` while no message waits and no worker holds any of its chunks, every
     chunk still waiting. Returns how many chunks were queued.
     """
     sent, now = 0, store.now()
-    for progress in store.progress_of(store.jobs()):
+    candidates = store.sweep_candidates()
+    unfinished, finished = [], []
+    for job_id, progress in zip(candidates, store.progress_of(candidates), strict=True):
         if progress is None or progress.state not in (JobState.PRODUCING, JobState.RUNNING):
+            finished.append(job_id)
             continue
-        job_id = progress.job_id
+        unfinished.append(job_id)
         indexes = set(store.abandoned(job_id))
         last = progress.answered or progress.started or progress.created
         if (
@@ -89,4 +93,5 @@ def sweep(store: Store, send: Send, settings: Settings) -> int:
         for index in sorted(indexes):
             send(job_id, index)
         sent += len(indexes)
+    store.note_swept(unfinished, finished)
     return sent

@@ -1,0 +1,141 @@
+"""Load: many jobs at once from many clients, thousands of finished jobs kept, and a Redis
+at maxmemory."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import redis
+
+from pipeline import keys, service
+from pipeline.config import load_settings
+from pipeline.jobstore import SWEEP_FURTHER, JobState, JobStore
+from pipeline.local.redis_server import RedisServer
+from pipeline.recovery import sweep
+from pipeline.registry import get_problem
+from tests.conftest import Workers
+from tests.helpers import answers, command_env, input_text, random_cases
+
+
+def _calls(client: redis.Redis, command: str) -> int:
+    stats = client.info("commandstats").get(f"cmdstat_{command}", {})
+    return int(stats.get("calls", 0)) if isinstance(stats, dict) else 0
+
+
+def test_the_sweep_reads_the_unfinished_jobs_not_all_kept_ones(redis_server: RedisServer) -> None:
+    store = JobStore.from_url(redis_server.url)
+    client = redis.Redis.from_url(redis_server.url)
+    settings = load_settings(broker_url=redis_server.url)
+    kept = 10_000
+    with client.pipeline(transaction=False) as pipe:  # finished jobs, as `collect` leaves them
+        for n in range(kept):
+            job_id = f"strgame-{n:024x}"
+            pipe.hset(keys.job(job_id), mapping={"state": JobState.DONE.value, "created": "1"})
+            pipe.zadd(keys.JOBS, {job_id: n})
+        pipe.execute()
+    running = [f"pathgame-{n:024x}" for n in range(3)]
+    for job_id in running:
+        store.open_job(job_id, {"problem": "pathgame"})
+    before = client.info("memory")["used_memory"]
+    client.config_resetstat()
+    sweep(store, lambda job, index: None, settings)
+    assert 2 * 3 <= _calls(client, "hgetall") < 3 * (3 + SWEEP_FURTHER)  # all: 2 * 10,003
+    assert _calls(client, "exists") == 0  # no look at every kept job either
+    # a running job missing from the open set (written by an older version, or lost) is
+    # found again within a pass over all jobs
+    client.zrem(keys.OPEN_JOBS, running[0])
+    for _ in range(math.ceil((kept + 3) / SWEEP_FURTHER)):
+        sweep(store, lambda job, index: None, settings)
+    assert client.zscore(keys.OPEN_JOBS, running[0]) is not None
+    assert client.zcard(keys.OPEN_JOBS) == 3  # the finished ones seen were dropped from it
+    assert client.info("memory")["used_memory"] - before < 1 << 20
+    store.close()
+
+
+def test_a_thousand_small_jobs_from_twenty_clients(
+    redis_server: RedisServer, workers: Workers, tmp_path: Path
+) -> None:
+    problem = get_problem("pathgame")
+    workers.start(concurrency=2)
+    settings = load_settings(broker_url=redis_server.url, result_ttl=5)
+    client = redis.Redis.from_url(redis_server.url)
+    failures: list[str] = []
+    expected: dict[Path, str] = {}
+    for n in range(1000):
+        path = tmp_path / f"in-{n:04d}.in"
+        path.write_text(input_text(problem, random_cases(problem, "random", 3, 6, seed=n)))
+        expected[path] = answers(problem, path.read_text())
+    paths = sorted(expected)
+
+    def one_client(mine: list[Path]) -> None:
+        outputs = {p: io.StringIO() for p in mine}
+        files = [service.FileJob(p, outputs[p]) for p in mine]
+        try:
+            status = service.solve(settings, problem, files, failures.append, quiet=True)
+        except Exception as exc:  # reported below with the others
+            failures.append(f"{type(exc).__name__}: {exc}")
+            return
+        if status != 0:
+            failures.append(f"exit status {status}")
+        failures.extend(f"{p.name}: wrong answers" for p in mine
+                        if outputs[p].getvalue() != expected[p])  # fmt: skip
+
+    clients = [threading.Thread(target=one_client, args=(paths[i::20],)) for i in range(20)]
+    for thread in clients:
+        thread.start()
+    for thread in clients:
+        thread.join(timeout=600)
+    assert not failures, failures[:5]
+    listed = subprocess.run(
+        [sys.executable, "-m", "pipeline.cli", "status", "--json", "--broker", redis_server.url],
+        capture_output=True, text=True, env=command_env(), timeout=120, check=True,
+    )  # fmt: skip
+    jobs = json.loads(listed.stdout)["jobs"]
+    distinct = len({p.read_bytes() for p in paths})  # equal inputs are one job
+    assert len(jobs) == distinct > 900 and {j["state"] for j in jobs} == {"done"}
+    used = client.info("memory")["used_memory"]
+    print(
+        f"\nRedis memory with {distinct} finished small jobs kept:"
+        f" {used / distinct:,.0f} bytes per job"
+    )
+    assert not client.zcard(keys.OPEN_JOBS)  # none left for the sweep to read
+    # after result_ttl every job's keys are gone, without anyone deleting them
+    deadline = 30.0
+    while deadline > 0 and any(True for _ in client.scan_iter("gb:job:*", count=1000)):
+        threading.Event().wait(0.5)
+        deadline -= 0.5
+    assert not list(client.scan_iter("gb:job:*", count=1000)), "job keys outlived result_ttl"
+
+
+def test_a_full_redis_is_one_clear_line_and_loses_nothing(
+    redis_server: RedisServer, workers: Workers, tmp_path: Path
+) -> None:
+    problem = get_problem("strgame")
+    path = tmp_path / "big.in"
+    path.write_text(input_text(problem, random_cases(problem, "random", 2000, 2000, seed=4)))
+    client = redis.Redis.from_url(redis_server.url)
+    client.config_set("maxmemory", str(client.info("memory")["used_memory"] + (1 << 20)))
+
+    def solve() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "pipeline.cli", "solve", "-q", "-p", "strgame", str(path),
+             "--broker", redis_server.url], capture_output=True, text=True,
+            env=command_env(), timeout=300, check=False,
+        )  # fmt: skip
+
+    full = solve()  # no worker yet: the payloads pile up until Redis refuses them
+    assert full.returncode == 1 and full.stdout == ""
+    assert full.stderr.splitlines() == [
+        "gamebatch: error: Redis is full (its memory is at maxmemory and it evicts nothing):"
+        " free memory or raise maxmemory, then run the command again (finished work is kept)"
+    ]
+    client.config_set("maxmemory", "0")
+    workers.start()
+    again = solve()
+    assert (again.returncode, again.stdout) == (0, answers(problem, path.read_text())), again.stderr
