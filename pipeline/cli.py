@@ -641,7 +641,5 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
 
 
-if __name__ == "__main__":
-    from pipeline.launch import main as launch
-
-    sys.exit(launch())
+if __name__ == "__main__":  # runs here (`gamebatch`, or python -m pipeline.launch, may not)
+    sys.exit(main())

@@ -54,22 +54,17 @@ class FileTask:
 
 
 def produce_in_parallel(
-    tasks: list[FileTask],
-    processes: int,
-    *,
-    on_cases: Callable[[int], None],
-    on_wait: Callable[[], None],
-    poll: float,
-) -> list[Result]:
+    tasks: list[FileTask], processes: int, *,
+    on_cases: Callable[[int], None], on_wait: Callable[[], None], poll: float,
+) -> list[Result]:  # fmt: skip
     """Queue the files from `processes` processes at once (a single producer is the usual
     bottleneck), in the order given. `on_wait` runs while waiting (to heal local workers).
 
     The processes talk over pipes (no semaphores to leak) and die with this process.
     """
-    import multiprocessing  # only here: one producer needs none of it
-    from multiprocessing.connection import Connection, wait
+    from multiprocessing import connection, get_context  # only here: one producer needs none
 
-    context = multiprocessing.get_context("spawn")  # nothing of this process's sockets
+    context = get_context("spawn")  # nothing of this process's sockets
     todo = list(enumerate(tasks))[::-1]
     results: dict[int, Result] = {}
     pool: list[tuple[Any, Connection]] = []
@@ -85,8 +80,8 @@ def produce_in_parallel(
             busy.append(ours)
             ours.send(todo.pop())
         while len(results) < len(tasks):
-            for conn in wait(list(busy), timeout=poll * 4):
-                assert isinstance(conn, Connection)
+            for conn in connection.wait(list(busy), timeout=poll * 4):
+                assert isinstance(conn, connection.Connection)
                 message = _receive(conn)
                 if message[0] == "cases":
                     on_cases(message[1])

@@ -30,7 +30,7 @@ class Warm:
 
     def command(self, *args: str, cwd: Path | None = None, **env: str) -> subprocess.Popen[str]:
         return subprocess.Popen(
-            [sys.executable, "-m", "pipeline.cli", *args], cwd=cwd,
+            [sys.executable, "-m", "pipeline.launch", *args], cwd=cwd,
             env={**self.env, **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
 
@@ -135,7 +135,7 @@ def test_the_callers_limits_hold_in_the_service(warm: Warm, tmp_path: Path) -> N
     path.write_text(input_text(problem, random_cases(problem, "random", 600, 6, seed=2)))
     assert warm.run("solve", "-q", "-p", "pathgame", str(path))[0] == 0
     warm.wait_until_serving()
-    script = f'ulimit -f 1; exec "{sys.executable}" -m pipeline.cli solve -q -p pathgame {path}'
+    script = f'ulimit -f 1; exec "{sys.executable}" -m pipeline.launch solve -q -p pathgame {path}'
 
     def limited(out: Path, **env: str) -> tuple[int, str]:  # results over 1 KiB cannot be written
         done = subprocess.run(["bash", "-c", f"{script} -o {out}"], env={**warm.env, **env},
