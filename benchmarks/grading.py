@@ -108,16 +108,22 @@ def contest_rows(data: Path, quick: bool) -> list[Row]:
     reports.mkdir(exist_ok=True)
     wanted = ["--json", str(reports / "r.json"), "--junit", str(reports / "r.xml"),
               "--scoreboard", str(reports / "board.csv")]  # fmt: skip
-    state = fresh_state(warm=60)
-    try:
-        cold, peak = _grade(root, state, *wanted)
-        json_mb = (reports / "r.json").stat().st_size / 2**20
-        junit_mb = (reports / "r.xml").stat().st_size / 2**20
-        changed = _change(root, 0.01, seed=len(os.listdir(reports)))
-        wait_warm(state)  # the organiser comes back with the resubmissions
-        again, _ = _grade(root, state, *wanted)
-    finally:
-        stop_warm(state)
+    colds, agains, peaks = [], [], []
+    for run in range(3):  # best of three, each from a fresh state
+        state = fresh_state(warm=60)
+        try:
+            cold, peak = _grade(root, state, *wanted)
+            changed = _change(root, 0.01, seed=run)
+            wait_warm(state)  # the organiser comes back with the resubmissions
+            again, _ = _grade(root, state, *wanted)
+        finally:
+            stop_warm(state)
+        colds.append(cold)
+        agains.append(again)
+        peaks.append(peak)
+    cold, again, peak = min(colds), min(agains), max(peaks)
+    json_mb = (reports / "r.json").stat().st_size / 2**20
+    junit_mb = (reports / "r.xml").stat().st_size / 2**20
     name = f"{contestants} contestants x 5 pathgame tests x 1000 cases"
     rss = peak / 2**20
     return [

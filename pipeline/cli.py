@@ -109,7 +109,10 @@ def _job_commands(sub: Any) -> None:
 
     p = _command(sub, "status", "show the progress of one job, or of every job", broker=embedded)
     p.add_argument("job", metavar="JOB", nargs="?")
-    p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument("--json", action="store_true", help="print JSON (every job)")
+    p.add_argument(
+        "--all", action="store_true", help=f"every finished job (else the last {RECENT_FINISHED})"
+    )
     _server_options(p)
 
     p = _command(sub, "cancel", "stop a job: drop its queued chunks and answers", broker=embedded)
@@ -355,7 +358,8 @@ def _cmd_status(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(rows[0] if args.job else {"jobs": rows, "workers": alive}))
         return 0
-    for row in rows:
+    shown, hidden = (rows, 0) if args.job or args.all else _recent(rows)
+    for row in shown:
         total = "?" if row["total"] is None else row["total"]
         line = f"{row['job']}  {row['state']:<9} {row['done']}/{total} cases"
         if row["cases_per_second"] is not None:
@@ -364,9 +368,23 @@ def _cmd_status(args: argparse.Namespace) -> int:
         print(line)
         for index, reason in row["failures"].items():
             print(f"    chunk {index}: {reason}")
+    if hidden:
+        print(f"... and {hidden} earlier finished jobs (--all lists them)")
     if not args.job:
         print(f"workers alive: {len(alive)}" + "".join(f"\n    {name}" for name in alive))
     return 0
+
+
+RECENT_FINISHED = 20  # finished jobs `status` lists without --all (the unfinished: all)
+_FINISHED = ("done", "failed", "cancelled")
+
+
+def _recent(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
+    """Every unfinished job and the last finished ones (rows are oldest first), and how many
+    finished ones are left out: thousands of kept jobs are not a wall of lines."""
+    finished = [i for i, row in enumerate(rows) if row["state"] in _FINISHED]
+    hidden = set(finished[: max(len(finished) - RECENT_FINISHED, 0)])
+    return [row for i, row in enumerate(rows) if i not in hidden], len(hidden)
 
 
 def _cmd_config(args: argparse.Namespace) -> int:

@@ -138,12 +138,17 @@ def _preload() -> None:
     """Import what commands use, so that a forked command starts with it loaded."""
     import pipeline.cli
     import pipeline.grade_service
+    import pipeline.layout
     import pipeline.reports
+    import pipeline.scoring
     import pipeline.service
     import workers.runner
+    from pipeline import escape
     from pipeline.registry import registry
 
     registry()
+    pipeline.reports.rendering()  # computed once here, not in every grading
+    escape.xml("")  # its pattern compiled
     del pipeline, workers
     gc.collect()
     gc.freeze()  # what is loaded now is never scanned again by a command's collections

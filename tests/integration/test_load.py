@@ -99,6 +99,17 @@ def test_a_thousand_small_jobs_from_twenty_clients(
     jobs = json.loads(listed.stdout)["jobs"]
     distinct = len({p.read_bytes() for p in paths})  # equal inputs are one job
     assert len(jobs) == distinct > 900 and {j["state"] for j in jobs} == {"done"}
+
+    def text(*extra: str) -> list[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "pipeline.cli", "status", *extra, "--broker", redis_server.url],
+            capture_output=True, text=True, env=command_env(), timeout=120, check=True,
+        ).stdout.splitlines()  # fmt: skip
+
+    short, every = text(), text("--all")
+    assert f"... and {distinct - 20} earlier finished jobs (--all lists them)" in short
+    assert len([line for line in short if " done " in line]) == 20
+    assert len([line for line in every if " done " in line]) == distinct
     used = client.info("memory")["used_memory"]
     print(
         f"\nRedis memory with {distinct} finished small jobs kept:"
