@@ -45,43 +45,45 @@ def _redis_cpu(client: redis.Redis) -> float:
 
 
 def _drain(path: Path, game: str, env_extra: dict[str, str]) -> dict[str, float]:
-    """Queue `path` with no worker running, then drain it with one worker process: the CPU
-    seconds of Redis while queueing and while draining, of the worker, and the chunks and
-    payload bytes."""
+    """Start one worker process and let it settle, then queue `path` and collect it: the CPU
+    seconds the worker and Redis spent on the job, its chunks and its payload bytes."""
     with (
         tempfile.TemporaryDirectory(prefix="gamebatch-stage-") as tmp,
         RedisServer(Path(tmp) / "redis") as server,
     ):
         env = {"GAMEBATCH_BROKER_URL": server.url, **env_extra}
         client = redis.Redis.from_url(server.url)
-        start = _redis_cpu(client)
-        submitted = gamebatch("submit", "-p", game, str(path), env=env).stdout.split()
-        job = submitted[-1].decode()
-        queued = _redis_cpu(client)
-        payload = sum(
-            client.strlen(k) for k in client.scan_iter(keys.chunk_input_prefix(job) + "*")
-        )
         worker = subprocess.Popen(
             [sys.executable, "-m", "pipeline.cli", "worker", "--concurrency", "1"],
             env={**os.environ, **env}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             start_new_session=True,
         )  # fmt: skip
         try:
-            time.sleep(3)  # started and idle: what it used for that is not the job's
-            idle = _cpu_of_tree(worker.pid)
-            before = _redis_cpu(client)
+            time.sleep(4)  # started and idle: what it used for that is not the job's
+            idle, before = _cpu_of_tree(worker.pid), _redis_cpu(client)
+            start = time.monotonic()
+            submitted = gamebatch("submit", "-p", game, str(path), env=env).stdout.split()
+            job = submitted[-1].decode()
             out = Path(tmp) / "out"
             gamebatch("collect", job, "-o", str(out), env=env)
-            used = _cpu_of_tree(worker.pid) - idle
-            drained = _redis_cpu(client) - before
+            took = time.monotonic() - start
+            used = _cpu_of_tree(worker.pid) - idle - (took * _idle_rate(worker.pid))
+            redis_used = _redis_cpu(client) - before
             if out.read_bytes() != solve_in_process(game, path):
                 raise SystemExit(f"stages: wrong answers for {path.name}")
             chunks = int(client.hget(keys.job(job), "chunks") or 0)
         finally:
             os.killpg(worker.pid, signal.SIGTERM)
             worker.wait()
-    return {"chunks": chunks, "payload": payload, "worker": used, "redis_queue": queued - start,
-            "redis_drain": drained}  # fmt: skip
+    payload = path.stat().st_size  # every input byte goes through Redis once, as payload
+    return {"chunks": chunks, "payload": payload, "worker": used, "redis": redis_used}
+
+
+def _idle_rate(pid: int) -> float:
+    """CPU seconds per second the worker uses doing nothing (heartbeats, the sweep)."""
+    first = _cpu_of_tree(pid)
+    time.sleep(1.0)
+    return max(_cpu_of_tree(pid) - first, 0.0) / 1.0
 
 
 def _solver_seconds(game: str, path: Path) -> float:
@@ -111,8 +113,8 @@ def chunk_costs(data: Path, quick: bool) -> list[Row]:
         got = _drain(path, game, extra)
         chunks, megabytes = got["chunks"], path.stat().st_size / 1e6
         outside = max(got["worker"] - solver, 0.0) / chunks * 1000
-        redis_chunk = (got["redis_queue"] + got["redis_drain"]) / chunks * 1e6
-        redis_mb = (got["redis_queue"] + got["redis_drain"]) / megabytes
+        redis_chunk = got["redis"] / chunks * 1e6
+        redis_mb = got["redis"] / megabytes
         name = f"{game} {shape}, {count} cases in {chunks} chunks ({megabytes:.0f} MB)"
         rows += [
             Row("per chunk", f"{name}: worker CPU outside the solver, per chunk", outside, None,
