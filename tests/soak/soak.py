@@ -1,0 +1,278 @@
+"""A chaos soak: several jobs of both games run through real workers, `solve` processes and
+a Redis with an append-only file, while a seeded fault loop kills pool processes, whole
+workers, producers/collectors (`solve`) and Redis itself at random moments. At the end every
+result must be byte-identical to the answers, every job done and no process left.
+
+`python -m tests.soak.soak --seconds 600 --seed 7` runs a long one; the test runs a short one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import redis
+
+from pipeline import keys, toolkit
+from pipeline.jobstore import JobStore
+from pipeline.local.redis_server import RedisServer
+from pipeline.registry import get_problem
+
+FAULTS = ("pool process", "worker", "solve", "redis")
+_ENV = {  # quick recovery, and many small chunks so that faults land in the middle of jobs
+    "GAMEBATCH_LEASE_SECONDS": "3",
+    "GAMEBATCH_STALL_SECONDS": "4",
+    "GAMEBATCH_CHUNK__TARGET_WORK": "40000",
+    "GAMEBATCH_WARM_SECONDS": "0",
+}
+
+
+@dataclass
+class Figures:
+    """What a soak did and found."""
+
+    seed: int
+    seconds: float = 0.0
+    faults: Counter[str] = field(default_factory=Counter)
+    jobs: int = 0
+    cases: int = 0
+    longest_stall: float = 0.0
+    lost: int = 0  # result files that differ from the answers (must be 0)
+    left: int = 0  # processes still alive at the end (must be 0)
+
+    def lines(self) -> list[str]:
+        kinds = ", ".join(f"{kind} {self.faults[kind]}" for kind in FAULTS)
+        return [
+            f"soak seed {self.seed}: {self.seconds:.0f} s, {self.jobs} jobs, {self.cases} cases",
+            f"faults injected: {kinds}",
+            f"longest stall: {self.longest_stall:.1f} s; lost answers: {self.lost};"
+            f" processes left: {self.left}",
+        ]
+
+
+class Soak:
+    """The processes of one soak and the fault loop over them."""
+
+    def __init__(self, root: Path, seed: int) -> None:
+        self.root, self.rng = root, random.Random(seed)
+        self.figures = Figures(seed)
+        self.redis = RedisServer(root / "redis", appendonly=True)
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith("GAMEBATCH_")}
+        self.env.update(_ENV, GAMEBATCH_BROKER_URL=self.redis.url)
+        self.workers: list[subprocess.Popen[bytes]] = []
+        self.solves: dict[Path, subprocess.Popen[bytes]] = {}  # input -> its running solve
+        self.groups: set[int] = set()  # every process group started (each a session)
+
+    def _spawn(self, *args: str) -> subprocess.Popen[bytes]:
+        with (self.root / "processes.log").open("ab") as log:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "pipeline.cli", *args], env=self.env, stdout=log,
+                stderr=log, start_new_session=True,
+            )  # fmt: skip
+        self.groups.add(process.pid)
+        return process
+
+    def start_worker(self) -> None:
+        self.workers.append(self._spawn("worker", "--concurrency", "2"))
+
+    def start_solve(self, path: Path) -> None:
+        game = path.name.split("-")[0]
+        out = path.with_suffix(".out")
+        self.solves[path] = self._spawn("solve", "-q", "-p", game, str(path), "-o", str(out))
+
+    def inject(self) -> None:
+        """One fault, chosen by the seeded generator."""
+        kind = self.rng.choice(FAULTS)
+        if kind == "pool process":
+            pool = [p for w in self.workers for c in _children(w.pid) for p in _children(c)]
+            if not pool:
+                return
+            _kill(self.rng.choice(pool))
+        elif kind == "worker":
+            victim = self.workers.pop(self.rng.randrange(len(self.workers)))
+            _kill_group(victim)
+            self.start_worker()
+        elif kind == "solve":
+            running = [p for p, s in self.solves.items() if s.poll() is None]
+            if not running:
+                return
+            path = self.rng.choice(running)
+            _kill_group(self.solves[path])
+            self.start_solve(path)
+        else:  # Redis dies; it comes back on its port with its append-only file
+            assert self.redis.process is not None
+            os.kill(self.redis.process.pid, signal.SIGKILL)
+            self.redis.process.wait()
+            time.sleep(self.rng.uniform(0.2, 1.5))
+            self.redis.start()
+        self.figures.faults[kind] += 1
+
+    def heal(self) -> None:
+        """Start again every `solve` that ended without its result (Redis was down too long
+        for it, say): a re-run finds its job and carries on."""
+        for path, process in list(self.solves.items()):
+            if process.poll() not in (None, 0) or (
+                process.poll() == 0 and not path.with_suffix(".out").exists()
+            ):
+                self.start_solve(path)
+
+    def done_cases(self) -> int | None:
+        """Cases answered over every job (None while Redis is away)."""
+        try:
+            client = redis.Redis.from_url(self.redis.url, socket_timeout=1, retry=None)
+            with client:
+                ids = [v.decode() for v in client.zrange(keys.JOBS, 0, -1)]
+                return sum(int(client.hget(keys.job(i), "done_cases") or 0) for i in ids)
+        except (redis.RedisError, OSError):
+            return None
+
+    def stop(self) -> None:
+        for process in [*self.workers, *self.solves.values()]:
+            _kill_group(process)
+        self.redis.stop()
+        deadline = time.monotonic() + 10  # what was killed a moment ago may still be exiting
+        while time.monotonic() < deadline:
+            self.figures.left = sum(_group_alive(group) for group in self.groups)
+            if not self.figures.left:
+                break
+            time.sleep(0.2)
+
+
+def make_inputs(folder: Path, jobs: int, scale: float, seed: int) -> dict[Path, bytes]:
+    """Inputs of both games and their answers (from the in-process solver)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    made = {}
+    for n in range(jobs):
+        game, shape, size = [("strgame", "random", 300), ("pathgame", "random", 200)][n % 2]
+        problem = get_problem(game)
+        cases = list(toolkit.generate(problem, int(600 * scale), seed * 1000 + n, shape, size))
+        text = io.StringIO()
+        toolkit.write_input(problem, cases, text)
+        path = folder / f"{game}-{n:03d}.in"
+        path.write_text(text.getvalue())
+        problem.prepare(None)
+        made[path] = "".join(problem.answers[problem.solve(c)] + "\n" for c in cases).encode()
+    return made
+
+
+def run(root: Path, seconds: float, seed: int, *, jobs: int = 8, scale: float = 1.0) -> Figures:
+    """A soak of at least `seconds` of faults, then until every job is done."""
+    inputs = make_inputs(root / "inputs", jobs, scale, seed)
+    soak = Soak(root, seed)
+    start = time.monotonic()
+    try:
+        soak.redis.start()
+        for _ in range(2):
+            soak.start_worker()
+        waiting = sorted(inputs)
+        last_progress, last_done = time.monotonic(), -1
+        next_fault = time.monotonic() + soak.rng.uniform(0.5, 2.0)
+        deadline = start + seconds + 600  # faults stop at `seconds`; the rest must finish
+        while time.monotonic() < deadline:
+            while waiting and sum(s.poll() is None for s in soak.solves.values()) < 3:
+                soak.start_solve(waiting.pop(0))
+            finished = not waiting and all(
+                p.with_suffix(".out").exists() and soak.solves[p].poll() == 0 for p in inputs
+            )
+            if finished and time.monotonic() - start >= seconds:
+                break
+            if finished:  # faults go on: run the jobs again from scratch, their cache gone
+                _forget(soak, inputs)
+                waiting = sorted(inputs)
+            if time.monotonic() >= next_fault and time.monotonic() - start < seconds:
+                soak.inject()
+                next_fault = time.monotonic() + soak.rng.uniform(0.3, 2.0)
+            soak.heal()
+            done = soak.done_cases()
+            if done is not None and done != last_done:
+                soak.figures.longest_stall = max(soak.figures.longest_stall,
+                                                 time.monotonic() - last_progress)  # fmt: skip
+                last_progress, last_done = time.monotonic(), done
+            time.sleep(0.1)
+        soak.figures.seconds = time.monotonic() - start
+        for path, answers in inputs.items():
+            out = path.with_suffix(".out")
+            soak.figures.lost += not out.exists() or out.read_bytes() != answers
+        store = JobStore.from_url(soak.redis.url)
+        states = [p.state.value for p in store.progress_of(store.jobs()) if p is not None]
+        store.close()
+        soak.figures.lost += sum(state != "done" for state in states)
+        soak.figures.cases += sum(answers.count(b"\n") for answers in inputs.values())
+        soak.figures.jobs += len(inputs)
+    finally:
+        soak.stop()
+    return soak.figures
+
+
+def _forget(soak: Soak, inputs: dict[Path, bytes]) -> None:
+    """Count the round, and drop its jobs so that the next round computes them again."""
+    soak.figures.jobs += len(inputs)
+    soak.figures.cases += sum(answers.count(b"\n") for answers in inputs.values())
+    with contextlib.suppress(redis.RedisError):
+        store = JobStore.from_url(soak.redis.url)
+        for job_id in store.jobs():
+            store.delete(job_id)
+        store.close()
+    for path in inputs:
+        path.with_suffix(".out").unlink(missing_ok=True)
+    soak.solves.clear()
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+def _kill(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+
+
+def _kill_group(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+
+
+def _group_alive(group: int) -> int:
+    """Processes of a process group still running (zombies waiting for init do not count)."""
+    alive = 0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        alive += int(fields[2]) == group and fields[0] != "Z"  # pgrp, state
+    return alive
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=600)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--jobs", type=int, default=8)
+    parser.add_argument("--scale", type=float, default=4.0, help="cases per job, x 600")
+    parser.add_argument("--dir", type=Path, default=Path("/tmp/gamebatch-soak"))
+    args = parser.parse_args()
+    figures = run(args.dir, args.seconds, args.seed, jobs=args.jobs, scale=args.scale)
+    print("\n".join(figures.lines()))
+    return 0 if figures.lost == 0 and figures.left == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

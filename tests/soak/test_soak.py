@@ -1,0 +1,23 @@
+"""The chaos soak: short in the default test run, as long as GAMEBATCH_SOAK_SECONDS says."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.soak.soak import run
+
+SECONDS = float(os.environ.get("GAMEBATCH_SOAK_SECONDS", "30"))
+SEED = int(os.environ.get("GAMEBATCH_SOAK_SEED", "20261201"))
+
+
+@pytest.mark.integration
+def test_every_answer_is_exact_after_continuous_faults(tmp_path: Path) -> None:
+    figures = run(tmp_path, SECONDS, SEED, jobs=6, scale=1.0 if SECONDS <= 60 else 4.0)
+    print("\n" + "\n".join(figures.lines()))  # replay a failure with the same seed
+    assert figures.lost == 0, figures.lines()
+    assert figures.left == 0, figures.lines()
+    assert sum(figures.faults.values()) >= SECONDS / 4, figures.lines()
+    assert figures.faults["redis"] >= 1 and figures.faults["worker"] >= 1, figures.lines()
