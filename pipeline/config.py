@@ -8,9 +8,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from pipeline.errors import UsageError
+from pipeline.sentinel import SentinelUrl, is_sentinel, with_settings
 
 ENV_PREFIX = "GAMEBATCH_"
 CONFIG_ENV = "GAMEBATCH_CONFIG"
@@ -96,6 +97,9 @@ class ServerSettings(Section):
 class Settings(Section):
     """Everything a command or a worker needs to know."""
 
+    # before broker_url, which reads them: a Redis watched by Sentinel (pipeline/sentinel.py)
+    sentinel_master: str | None = None  # the name sentinels know it by
+    sentinel_password: str | None = None  # the sentinels' own password
     broker_url: str | None = None  # None: start an embedded Redis and local workers
     workers: int | None = Field(None, gt=0)  # embedded mode's local worker processes
     producers: int | None = Field(None, gt=0)  # `solve` reading inputs at once; None: auto
@@ -117,7 +121,10 @@ class Settings(Section):
 
     @field_validator("broker_url")
     @classmethod
-    def _known_broker(cls, url: str | None) -> str | None:
+    def _known_broker(cls, url: str | None, info: ValidationInfo) -> str | None:
+        if url and is_sentinel(url):  # one string that carries the sentinel settings along
+            return with_settings(url, info.data.get("sentinel_master"),
+                                 info.data.get("sentinel_password"))  # fmt: skip
         if url:
             check_broker_url(url)
         return url or None
@@ -128,10 +135,14 @@ BROKER_SCHEMES = ("redis", "rediss")  # what both redis-py and kombu take
 
 def check_broker_url(url: str) -> None:
     """Raise ValueError (naming no password) unless `url` is a Redis URL we can use."""
+    if is_sentinel(url):
+        SentinelUrl.parse(url)
+        return
     parts = urlsplit(url)
     if parts.scheme not in BROKER_SCHEMES:
         raise ValueError(
             f"broker URL must start with {', '.join(s + '://' for s in BROKER_SCHEMES)}"
+            " (or sentinel:// for sentinels)"
             f" (got {parts.scheme + '://' if parts.scheme else 'no scheme'})"
         )
     if not parts.hostname:
@@ -257,6 +268,8 @@ def show(settings: Settings) -> str:
     doc["broker_url"] = mask_url(settings.broker_url) if settings.broker_url else None
     if settings.server.webhook_secret:
         doc["server"]["webhook_secret"] = "***"
+    if settings.sentinel_password:
+        doc["sentinel_password"] = "***"
     return yaml.safe_dump(doc, sort_keys=False)
 
 
@@ -264,6 +277,11 @@ def mask_url(url: str | None) -> str:
     """The URL with every password replaced (in the user part and in the query), safe to print."""
     if not url:
         return "(embedded)"
+    if is_sentinel(url):
+        try:
+            return SentinelUrl.parse(url).masked()
+        except ValueError:
+            return "sentinel://(unreadable)"
     parts = urlsplit(url)
     if parts.password is not None:
         user = parts.username or ""

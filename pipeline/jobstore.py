@@ -15,10 +15,12 @@ from typing import Any, NamedTuple
 import redis
 from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
+from redis.sentinel import Sentinel
 
 from pipeline import keys
 from pipeline.config import mask_url
 from pipeline.errors import UsageError
+from pipeline.sentinel import SentinelUrl, is_sentinel
 
 _ANSWER_BATCH = 512  # chunks fetched per round trip by the collector
 
@@ -88,17 +90,52 @@ def connect(url: str, name: str = "gamebatch-worker") -> redis.Redis:
     Commands are retried with backoff for about a minute, so that a Redis restart does not
     end a producer, a collector or a task.
     """
-    return redis.Redis.from_url(
-        url,
-        socket_timeout=30,
-        socket_connect_timeout=5,
-        health_check_interval=30,
-        retry=Retry(ExponentialBackoff(cap=2.0, base=0.05), 40),
-        retry_on_error=[redis.ConnectionError, redis.TimeoutError],
-        client_name=f"{name}-{os.getpid()}",
-    )
+    options: dict[str, Any] = {
+        "socket_timeout": 30,
+        "socket_connect_timeout": 5,
+        "health_check_interval": 30,
+        "retry": Retry(ExponentialBackoff(cap=2.0, base=0.05), 40),
+        "retry_on_error": [redis.ConnectionError, redis.TimeoutError],
+        "client_name": f"{name}-{os.getpid()}",
+    }
+    if is_sentinel(url):
+        return _master(url, options)
+    return redis.Redis.from_url(url, **options)
 
 
+def connect_async(url: str, name: str) -> Any:
+    """An asyncio client for a broker URL (the HTTP service's event stream)."""
+    import redis.asyncio
+    from redis.asyncio.sentinel import Sentinel as AsyncSentinel
+
+    if not is_sentinel(url):
+        return redis.asyncio.Redis.from_url(url, client_name=name)
+    found = SentinelUrl.parse(url)
+    kwargs = {"password": found.sentinel_password} if found.sentinel_password else {}
+    sentinels = AsyncSentinel(list(found.hosts), sentinel_kwargs=kwargs)  # type: ignore[no-untyped-call]
+    return sentinels.master_for(found.master, db=found.db, username=found.username,
+                                password=found.password, client_name=name)  # fmt: skip
+
+
+def _master(url: str, options: dict[str, Any]) -> redis.Redis:
+    """A client of the Redis the sentinels name master now; after a failover its next
+    connection (a retry) goes to the new one, and a demoted one's ReadOnlyError is a
+    reconnect."""
+    found = SentinelUrl.parse(url)
+    sentinels = Sentinel(  # type: ignore[no-untyped-call]
+        list(found.hosts), socket_timeout=5, socket_connect_timeout=5,
+        sentinel_kwargs={"password": found.sentinel_password, "socket_timeout": 5}
+        if found.sentinel_password else {"socket_timeout": 5},
+    )  # fmt: skip
+    client: redis.Redis = sentinels.master_for(  # type: ignore[no-untyped-call]
+        found.master, redis_class=redis.Redis, db=found.db, username=found.username,
+        password=found.password, **options,
+    )  # fmt: skip
+    return client
+
+
+REPLICA_WAIT_MS = 200  # how long stored answers wait for a replica to have them
+ALONE_SECONDS = 10.0  # after a WAIT no replica answered, how long to store without one
 SWEEP_FURTHER = 500  # jobs a sweep looks at beyond the open set, in turn
 
 
@@ -113,8 +150,11 @@ class Began(NamedTuple):
 class JobStore:
     """Reads and writes one Redis; every key is named by `pipeline.keys`."""
 
-    def __init__(self, client: redis.Redis) -> None:
+    def __init__(self, client: redis.Redis, *, replicated: bool = False) -> None:
+        """`replicated`: stored answers wait for a replica (a Redis watched by Sentinel)."""
         self.client: Any = client  # redis-py's return types are too loose to check
+        self.replicated = replicated
+        self._alone_until = 0.0  # no replica answered a WAIT: until then, none is asked
         self._save = client.register_script(script("save_answers"))
         self._begin = client.register_script(script("begin_chunk"))
         self._abandoned = client.register_script(script("abandoned"))
@@ -123,7 +163,8 @@ class JobStore:
     @classmethod
     def check_url(cls, url: str) -> None:
         """Fail fast (no retries) when the Redis at `url` is unreachable or refuses us."""
-        probe = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=5, retry=None)
+        quick = {"socket_timeout": 5, "socket_connect_timeout": 5, "retry": None}
+        probe = _master(url, quick) if is_sentinel(url) else redis.Redis.from_url(url, **quick)
         try:
             probe.ping()
         finally:
@@ -155,7 +196,8 @@ class JobStore:
     @classmethod
     def from_url(cls, url: str, *, command: bool = False) -> JobStore:
         """A store on the Redis at `url`; `command`: for a gamebatch command (not a worker)."""
-        return cls(connect(url, CLIENT_NAME if command else "gamebatch-worker"))
+        name = CLIENT_NAME if command else "gamebatch-worker"
+        return cls(connect(url, name), replicated=is_sentinel(url))
 
     # --- manifest -----------------------------------------------------------------------
 
@@ -295,7 +337,17 @@ class JobStore:
             keys.lease(job_id, index),
             keys.job_field(job_id, "details"),
         ]
-        return bool(self._save(keys=keys_, args=[index, codes, details]) == 1)
+        saved = self._save(keys=keys_, args=[index, codes, details]) == 1
+        if saved and self.replicated:
+            self._wait_for_a_replica()
+        return bool(saved)
+
+    def _wait_for_a_replica(self) -> None:
+        """Until a replica has what was just written (so that a failover keeps it, before the
+        task is acknowledged); a primary with none (after a failover) is not waited on at
+        every chunk."""
+        if time.monotonic() >= self._alone_until and self.client.wait(1, REPLICA_WAIT_MS) < 1:
+            self._alone_until = time.monotonic() + ALONE_SECONDS
 
     def fail_chunk(self, job_id: str, index: int, reason: str) -> None:
         """Record that a chunk cannot be solved."""

@@ -19,6 +19,7 @@ from pipeline.errors import UsageError
 from pipeline.jobstore import JobStore, this_process
 from pipeline.local.children import tie_to_parent
 from pipeline.registry import registry
+from pipeline.sentinel import SentinelUrl, is_sentinel
 from workers.tasks import TASK_NAME, register
 from workers.transport import install as install_transport
 
@@ -28,7 +29,11 @@ def create_app(settings: Settings) -> Celery:
     if not settings.broker_url:
         raise UsageError("no broker: pass --broker URL or set GAMEBATCH_BROKER_URL")
     install_transport()  # malformed messages are dropped, not fatal
-    app = Celery("gamebatch", broker=settings.broker_url, set_as_current=False)
+    broker, more = settings.broker_url, {}
+    if is_sentinel(broker):  # kombu reads the hosts from the URL, the rest from options
+        found = SentinelUrl.parse(broker)
+        broker, more = found.kombu_url(), found.transport_options()
+    app = Celery("gamebatch", broker=broker, set_as_current=False)
     app.conf.update(
         task_serializer="json",
         accept_content=["json"],
@@ -44,6 +49,7 @@ def create_app(settings: Settings) -> Celery:
         broker_transport_options={
             "visibility_timeout": settings.visibility_timeout,
             "queue_order_strategy": "priority",
+            **more,
         },
         broker_connection_retry_on_startup=True,
         # ride out a Redis restart (about a minute) when queueing
@@ -97,8 +103,8 @@ def _prepare_tables(sender: Any = None, **_: Any) -> None:
     """Load (or build and share) every game's tables once, in the parent before it forks."""
     global _main_pid  # noqa: PLW0603 - read by the pool processes it forks
     _main_pid = os.getpid()
-    app = getattr(sender, "app", None)
-    url = app.conf.broker_url if app is not None else None
+    settings = getattr(getattr(sender, "app", None), "gamebatch_settings", None)
+    url = settings.broker_url if settings is not None else None  # sentinels too
     cache_ = JobStore.from_url(url).tables if url else None
     for problem in registry().values():
         problem.prepare(cache_)

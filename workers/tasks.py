@@ -39,7 +39,7 @@ def register(app: Celery, settings: Settings) -> None:
             lease_seconds=settings.lease_seconds,
             max_attempts=settings.max_attempts,
         )
-        outcome = run_chunk(store_for(app.conf.broker_url), job, chunk, policy)
+        outcome = run_chunk(store_for(settings.broker_url or ""), job, chunk, policy)
         if outcome == Outcome.GONE:
             log.info("gamebatch: chunk %d of job %s: no such chunk (the job is gone)", chunk, job)
         return outcome.value

@@ -21,22 +21,45 @@ log = logging.getLogger(__name__)
 _MALFORMED = (ValueError, TypeError, KeyError, AttributeError)
 
 
-class Channel(kombu_redis.Channel):
-    """A channel whose reads survive malformed messages."""
+class _Tolerant:
+    """Reads that survive malformed messages (mixed into kombu's channels)."""
 
     def _brpop_read(self, **options: Any) -> Any:
         try:
-            return super()._brpop_read(**options)  # type: ignore[no-untyped-call]
+            return super()._brpop_read(**options)  # type: ignore[misc]
         except _MALFORMED as exc:
             _dropped(exc)
             return True  # a message was read (and dropped): poll again
 
     def _get(self, queue: Any, timeout: Any = None) -> Any:
         try:
-            return super()._get(queue)  # type: ignore[no-untyped-call]
+            return super()._get(queue)  # type: ignore[misc]
         except _MALFORMED as exc:
             _dropped(exc)
             raise Empty() from None
+
+
+class Channel(_Tolerant, kombu_redis.Channel):
+    """kombu's Redis channel, tolerant."""
+
+
+class SentinelChannel(_Tolerant, kombu_redis.SentinelChannel):
+    """kombu's Sentinel channel, tolerant, with the data Redis's user and password given as
+    transport options (`master_username`, `master_password`) rather than in the URL."""
+
+    from_transport_options = (  # type: ignore[assignment]
+        *kombu_redis.SentinelChannel.from_transport_options, "master_username", "master_password",
+    )  # fmt: skip
+    master_username: str | None = None
+    master_password: str | None = None
+
+    def _connparams(self, asynchronous: bool = False) -> Any:
+        params = super()._connparams(asynchronous)  # type: ignore[no-untyped-call]
+        if self.master_password:
+            params["password"] = self.master_password
+        if self.master_username:
+            params["username"] = self.master_username
+        return params
 
 
 class Transport(kombu_redis.Transport):
@@ -45,11 +68,19 @@ class Transport(kombu_redis.Transport):
     Channel = Channel
 
 
+class SentinelTransport(kombu_redis.SentinelTransport):
+    """The Sentinel transport with the tolerant channel (for `sentinel://`)."""
+
+    Channel = SentinelChannel
+
+
 def install() -> None:
-    """Make `redis://` and `rediss://` URLs use this transport in this process (through
-    kombu's alias table, so that URLs, TLS options and the banner stay as they are)."""
+    """Make `redis://`, `rediss://` and `sentinel://` URLs use these transports in this
+    process (through kombu's alias table, so that URLs, TLS options and the banner stay as
+    they are)."""
     for scheme in ("redis", "rediss"):
         kombu_transport.TRANSPORT_ALIASES[scheme] = f"{__name__}:Transport"
+    kombu_transport.TRANSPORT_ALIASES["sentinel"] = f"{__name__}:SentinelTransport"
 
 
 def _dropped(exc: Exception) -> None:

@@ -57,11 +57,13 @@ class RedisServer(AbstractContextManager["RedisServer"]):
         password: str | None = None,
         tie_to_parent: bool = False,
         acl_file: Path | None = None,
+        extra: str = "",
     ) -> None:
         """`acl_file`: a redis.conf file of `user` lines, included instead of one password
         (then the URL is that of its `admin` user, whose password must be `password`)."""
         self.workdir = workdir
         self.acl_file = acl_file
+        self.extra = extra  # more redis.conf lines (a replica's `replicaof`, say)
         self.port = port or free_port()
         self.password = password or secrets.token_urlsafe(24)
         self.appendonly = appendonly
@@ -84,7 +86,7 @@ class RedisServer(AbstractContextManager["RedisServer"]):
             f"port {self.port}\nbind 127.0.0.1\n{auth}\n"
             f'dir {self.workdir}\nsave ""\nappendonly {"yes" if self.appendonly else "no"}\n'
             "appendfsync everysec\nmaxmemory-policy noeviction\nlogfile redis.log\n"
-            f"pidfile {self.workdir / 'redis.pid'}\n"
+            f"pidfile {self.workdir / 'redis.pid'}\n{self.extra}"
         )
         conf.chmod(0o600)
         self.process = subprocess.Popen(

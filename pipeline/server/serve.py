@@ -12,13 +12,12 @@ import threading
 import time
 from pathlib import Path
 
-import redis.asyncio
 import uvicorn
 
 from pipeline import service
 from pipeline.config import Settings, TokenSetting, default_state_dir
 from pipeline.errors import UsageError
-from pipeline.jobstore import connect
+from pipeline.jobstore import connect, connect_async
 from pipeline.server.app import create_app
 from pipeline.server.auth import Tokens
 from pipeline.server.context import Service
@@ -75,9 +74,7 @@ def serve(settings: Settings, host: str, port: int, tokens: tuple[TokenSetting, 
         sweeper = threading.Thread(target=keep_sweeping, args=(records, spool, keep, stop),
                                    daemon=True)  # fmt: skip
         sweeper.start()
-        events = redis.asyncio.Redis.from_url(
-            c.settings.broker_url or "", client_name="gamebatch-server-events"
-        )
+        events = connect_async(c.settings.broker_url or "", "gamebatch-server-events")
         try:
             _resume(records, spool, runners)
             _resume_gradings(records, spool, runners)
