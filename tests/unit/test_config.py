@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.config import load_settings, mask_url
+from pipeline.config import load_settings, mask_url, show
 from pipeline.errors import UsageError
+from pipeline.sentinel import SentinelUrl
 
 
 @pytest.fixture(autouse=True)
@@ -125,3 +126,34 @@ def test_passwords_are_masked_in_the_user_part_and_in_the_query() -> None:
 def test_port_zero_is_refused() -> None:
     with pytest.raises(UsageError, match="port must be a number from 1 to 65535"):
         load_settings(broker_url="redis://127.0.0.1:0/0")
+
+
+def test_sentinel_urls_carry_their_settings_and_mask_their_passwords() -> None:
+    url = "sentinel://:data%40pw@h1:26379;sentinel://h2:26380;sentinel://h3/2"
+    settings = load_settings(broker_url=url, sentinel_master="main", sentinel_password="spw")
+    assert settings.broker_url is not None
+    found = SentinelUrl.parse(settings.broker_url)
+    assert found == SentinelUrl((("h1", 26379), ("h2", 26380), ("h3", 26379)), "main", 2, None,
+                                "data@pw", "spw")  # fmt: skip
+    assert SentinelUrl.parse(found.url()) == found  # one canonical form, passed on as is
+    assert found.kombu_url() == "sentinel://h1:26379;sentinel://h2:26380;sentinel://h3:26379/2"
+    assert found.transport_options() == {
+        "master_name": "main", "sentinel_kwargs": {"password": "spw"}, "master_password": "data@pw",
+    }  # fmt: skip
+    shown = mask_url(settings.broker_url)
+    assert "data" not in shown and "spw" not in shown and "***" in shown and "h3" in shown
+    assert "spw" not in show(settings) and "data@pw" not in show(settings)
+
+
+@pytest.mark.parametrize(
+    ("url", "words"),
+    [
+        ("sentinel://h1:26379", "needs the master's name"),
+        ("sentinel://h1:port?master_name=m", "entry 1 has a port that is no number"),
+        ("sentinel://h1:1;redis://h2:2?master_name=m", "entry 2 must look like sentinel://"),
+        ("sentinel://h1:1/x?master_name=m", "database must be a number"),
+    ],
+)
+def test_a_bad_sentinel_url_is_one_clear_line(url: str, words: str) -> None:
+    with pytest.raises(UsageError, match=words):
+        load_settings(broker_url=url)
