@@ -14,6 +14,7 @@ import yaml
 from pipeline.cli import _parser
 from pipeline.config import load_settings
 from pipeline.errors import UsageError
+from pipeline.sentinel import SentinelUrl
 from pipeline.server.serve import check_exposure
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -152,3 +153,32 @@ def _minimal(command: str) -> list[str]:
         "status": ["status"],
         "config": ["config", "show"],
     }[command]
+
+
+def test_the_sentinel_file_has_a_replica_three_sentinels_and_follows_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    doc = yaml.safe_load((ROOT / "docker-compose.sentinel.yml").read_text())
+    services = doc["services"]
+    sentinels = [name for name in services if name.startswith("sentinel-")]
+    assert len(sentinels) == 3 and "redis-replica" in services
+    for name in [*sentinels, "redis-replica"]:
+        assert "ports" not in services[name], f"{name} publishes a port"
+    for name in sentinels:
+        script = " ".join(services[name]["command"])
+        assert "sentinel monitor gamebatch redis 6379 2" in script  # 2 of 3 must agree
+        assert "requirepass $$SENTINEL_PASSWORD" in script and "auth-pass gamebatch" in script
+    replica = " ".join(services["redis-replica"]["command"])
+    assert "--replicaof redis 6379" in replica and "--requirepass" in replica
+    assert "--masterauth" in " ".join(services["redis"]["command"])  # it may become a replica
+    for name in ("worker", "flower", "api", "cli"):
+        env = services[name]["environment"]
+        for variable in ("GAMEBATCH_BROKER_URL", "GAMEBATCH_SENTINEL_MASTER",
+                         "GAMEBATCH_SENTINEL_PASSWORD"):  # fmt: skip
+            value = str(env[variable]).replace("${REDIS_PASSWORD:?set REDIS_PASSWORD}", "pw")
+            value = value.replace("${SENTINEL_PASSWORD:?set SENTINEL_PASSWORD}", "spw")
+            monkeypatch.setenv(variable, value)
+        settings = load_settings()
+        assert settings.broker_url is not None and settings.sentinel_password == "spw"
+        found = SentinelUrl.parse(settings.broker_url)
+        assert (found.master, found.password, len(found.hosts)) == ("gamebatch", "pw", 3)
