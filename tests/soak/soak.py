@@ -27,8 +27,9 @@ from pipeline import keys, toolkit
 from pipeline.jobstore import JobStore
 from pipeline.local.redis_server import RedisServer
 from pipeline.registry import get_problem
+from tests.sentinels import Sentinels
 
-FAULTS = ("pool process", "worker", "solve", "redis")
+FAULTS = ("pool process", "worker", "solve", "redis", "failover")
 _ENV = {  # quick recovery, and many small chunks so that faults land in the middle of jobs
     "GAMEBATCH_LEASE_SECONDS": "3",
     "GAMEBATCH_STALL_SECONDS": "4",
@@ -63,15 +64,29 @@ class Figures:
 class Soak:
     """The processes of one soak and the fault loop over them."""
 
-    def __init__(self, root: Path, seed: int) -> None:
+    def __init__(self, root: Path, seed: int, *, sentinel: bool = False) -> None:
+        """`sentinel`: a primary, a replica and three sentinels, and the Redis fault is a
+        failover (the primary killed, the replica promoted, the old one back as replica)."""
         self.root, self.rng = root, random.Random(seed)
         self.figures = Figures(seed)
         self.redis = RedisServer(root / "redis", appendonly=True)
+        self.cluster = Sentinels(root / "cluster") if sentinel else None
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("GAMEBATCH_")}
-        self.env.update(_ENV, GAMEBATCH_BROKER_URL=self.redis.url)
+        self.env.update(_ENV, GAMEBATCH_BROKER_URL=self.url)
         self.workers: list[subprocess.Popen[bytes]] = []
         self.solves: dict[Path, subprocess.Popen[bytes]] = {}  # input -> its running solve
         self.groups: set[int] = set()  # every process group started (each a session)
+
+    @property
+    def url(self) -> str:
+        return self.cluster.settings_url() if self.cluster else self.redis.url
+
+    def start_redis(self) -> None:
+        if self.cluster:
+            self.cluster.start()
+            self.env["GAMEBATCH_BROKER_URL"] = self.url
+        else:
+            self.redis.start()
 
     def _spawn(self, *args: str) -> subprocess.Popen[bytes]:
         with (self.root / "processes.log").open("ab") as log:
@@ -92,7 +107,8 @@ class Soak:
 
     def inject(self) -> None:
         """One fault, chosen by the seeded generator."""
-        kind = self.rng.choice(FAULTS)
+        kinds = [k for k in FAULTS if k != ("redis" if self.cluster else "failover")]
+        kind = self.rng.choice(kinds)
         if kind == "pool process":
             pool = [p for w in self.workers for c in _children(w.pid) for p in _children(c)]
             if not pool:
@@ -109,6 +125,9 @@ class Soak:
             path = self.rng.choice(running)
             _kill_group(self.solves[path])
             self.start_solve(path)
+        elif kind == "failover":
+            assert self.cluster is not None
+            self.cluster.fail_over()
         else:  # Redis dies; it comes back on its port with its append-only file
             assert self.redis.process is not None
             os.kill(self.redis.process.pid, signal.SIGKILL)
@@ -129,17 +148,22 @@ class Soak:
     def done_cases(self) -> int | None:
         """Cases answered over every job (None while Redis is away)."""
         try:
-            client = redis.Redis.from_url(self.redis.url, socket_timeout=1, retry=None)
-            with client:
-                ids = [v.decode() for v in client.zrange(keys.JOBS, 0, -1)]
-                return sum(int(client.hget(keys.job(i), "done_cases") or 0) for i in ids)
+            store = JobStore.from_url(self.url)
+            try:
+                ids = [v.decode() for v in store.client.zrange(keys.JOBS, 0, -1)]
+                return sum(int(store.client.hget(keys.job(i), "done_cases") or 0) for i in ids)
+            finally:
+                store.close()
         except (redis.RedisError, OSError):
             return None
 
     def stop(self) -> None:
         for process in [*self.workers, *self.solves.values()]:
             _kill_group(process)
-        self.redis.stop()
+        if self.cluster:
+            self.cluster.stop()
+        else:
+            self.redis.stop()
         deadline = time.monotonic() + 10  # what was killed a moment ago may still be exiting
         while time.monotonic() < deadline:
             self.figures.left = sum(_group_alive(group) for group in self.groups)
@@ -165,13 +189,16 @@ def make_inputs(folder: Path, jobs: int, scale: float, seed: int) -> dict[Path, 
     return made
 
 
-def run(root: Path, seconds: float, seed: int, *, jobs: int = 8, scale: float = 1.0) -> Figures:
+def run(
+    root: Path, seconds: float, seed: int, *, jobs: int = 8, scale: float = 1.0,
+    sentinel: bool = False,
+) -> Figures:  # fmt: skip
     """A soak of at least `seconds` of faults, then until every job is done."""
     inputs = make_inputs(root / "inputs", jobs, scale, seed)
-    soak = Soak(root, seed)
+    soak = Soak(root, seed, sentinel=sentinel)
     start = time.monotonic()
     try:
-        soak.redis.start()
+        soak.start_redis()
         for _ in range(2):
             soak.start_worker()
         waiting = sorted(inputs)
@@ -203,7 +230,7 @@ def run(root: Path, seconds: float, seed: int, *, jobs: int = 8, scale: float = 
         for path, answers in inputs.items():
             out = path.with_suffix(".out")
             soak.figures.lost += not out.exists() or out.read_bytes() != answers
-        store = JobStore.from_url(soak.redis.url)
+        store = JobStore.from_url(soak.url)
         states = [p.state.value for p in store.progress_of(store.jobs()) if p is not None]
         store.close()
         soak.figures.lost += sum(state != "done" for state in states)
@@ -219,7 +246,7 @@ def _forget(soak: Soak, inputs: dict[Path, bytes]) -> None:
     soak.figures.jobs += len(inputs)
     soak.figures.cases += sum(answers.count(b"\n") for answers in inputs.values())
     with contextlib.suppress(redis.RedisError):
-        store = JobStore.from_url(soak.redis.url)
+        store = JobStore.from_url(soak.url)
         for job_id in store.jobs():
             store.delete(job_id)
         store.close()
@@ -268,8 +295,10 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=8)
     parser.add_argument("--scale", type=float, default=4.0, help="cases per job, x 600")
     parser.add_argument("--dir", type=Path, default=Path("/tmp/gamebatch-soak"))
+    parser.add_argument("--sentinel", action="store_true", help="fail over instead of restart")
     args = parser.parse_args()
-    figures = run(args.dir, args.seconds, args.seed, jobs=args.jobs, scale=args.scale)
+    figures = run(args.dir, args.seconds, args.seed, jobs=args.jobs, scale=args.scale,
+                  sentinel=args.sentinel)  # fmt: skip
     print("\n".join(figures.lines()))
     return 0 if figures.lost == 0 and figures.left == 0 else 1
 

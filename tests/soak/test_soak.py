@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.integration.test_sentinel import FAILOVER
 from tests.soak.soak import run
 
 SECONDS = float(os.environ.get("GAMEBATCH_SOAK_SECONDS", "30"))
@@ -21,3 +22,17 @@ def test_every_answer_is_exact_after_continuous_faults(tmp_path: Path) -> None:
     assert figures.left == 0, figures.lines()
     assert sum(figures.faults.values()) >= SECONDS / 4, figures.lines()
     assert figures.faults["redis"] >= 1 and figures.faults["worker"] >= 1, figures.lines()
+    assert figures.faults["failover"] == 0
+
+
+@pytest.mark.integration
+@FAILOVER
+def test_every_answer_is_exact_after_failovers_between_primary_and_replica(
+    tmp_path: Path,
+) -> None:
+    figures = run(tmp_path, SECONDS, SEED + 1, jobs=6, scale=1.0 if SECONDS <= 60 else 4.0,
+                  sentinel=True)  # fmt: skip
+    print("\n" + "\n".join(figures.lines()))
+    assert figures.lost == 0, figures.lines()
+    assert figures.left == 0, figures.lines()
+    assert figures.faults["failover"] >= 1 and figures.faults["redis"] == 0, figures.lines()

@@ -1,0 +1,132 @@
+"""A Redis primary with a replica and three sentinels on loopback, for the tests and the soak."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import subprocess
+import time
+from pathlib import Path
+
+import redis
+
+from pipeline.config import load_settings
+from pipeline.local.children import terminate
+from pipeline.local.redis_server import RedisServer, free_port, redis_server_binary
+from tests.helpers import command_env
+
+MASTER = "gamebatch"
+# Faster than the defaults (30 s down-after, 3 min failover timeout) to keep the test short;
+# with the defaults the stall is about 30 s longer.
+DOWN_AFTER_MS = int(os.environ.get("SENTINEL_TEST_DOWN_AFTER_MS", "1000"))  # default: 30000
+FAILOVER_TIMEOUT_MS = max(5000, 2 * DOWN_AFTER_MS)
+
+
+class Sentinels:
+    """A primary with a replica and three sentinels watching them."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.password, self.sentinel_password = secrets.token_hex(12), secrets.token_hex(12)
+        self.primary = RedisServer(root / "primary", appendonly=True, password=self.password,
+                                   extra=f"masterauth {self.password}\n")  # fmt: skip
+        self.replica = RedisServer(root / "replica", appendonly=True, password=self.password)
+        self.ports = [free_port() for _ in range(3)]
+        self.processes: list[subprocess.Popen[bytes]] = []
+
+    def start(self) -> Sentinels:
+        self.primary.start()
+        self.replica.extra = (f"replicaof 127.0.0.1 {self.primary.port}\n"
+                              f"masterauth {self.password}\n")  # fmt: skip
+        self.replica.start()
+        for n, port in enumerate(self.ports):
+            folder = self.root / f"sentinel-{n}"
+            folder.mkdir()
+            conf = folder / "sentinel.conf"
+            conf.write_text(
+                f"port {port}\nbind 127.0.0.1\ndir {folder}\nlogfile sentinel.log\n"
+                f"requirepass {self.sentinel_password}\n"
+                f"sentinel sentinel-pass {self.sentinel_password}\n"
+                f"sentinel monitor {MASTER} 127.0.0.1 {self.primary.port} 2\n"
+                f"sentinel auth-pass {MASTER} {self.password}\n"
+                f"sentinel down-after-milliseconds {MASTER} {DOWN_AFTER_MS}\n"
+                f"sentinel failover-timeout {MASTER} {FAILOVER_TIMEOUT_MS}\n"
+            )
+            conf.chmod(0o600)
+            self.processes.append(subprocess.Popen(
+                [redis_server_binary(), str(conf), "--sentinel"], stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL, start_new_session=True,
+            ))  # fmt: skip
+        self._wait_until_they_see_each_other()
+        return self
+
+    def _wait_until_they_see_each_other(self) -> None:
+        deadline = time.monotonic() + 60
+        for port in self.ports:
+            client = self.sentinel(port)
+            while True:
+                try:
+                    replicas = client.execute_command("SENTINEL", "REPLICAS", MASTER)
+                    others = client.execute_command("SENTINEL", "SENTINELS", MASTER)
+                    if len(replicas) == 1 and len(others) == 2:
+                        break
+                except redis.RedisError:
+                    pass
+                assert time.monotonic() < deadline, f"sentinel {port} does not see the rest"
+                time.sleep(0.1)
+
+    def sentinel(self, port: int) -> redis.Redis:
+        return redis.Redis(port=port, password=self.sentinel_password, socket_timeout=2)
+
+    @property
+    def url(self) -> str:
+        hosts = ";".join(f"sentinel://{'' if n else f':{self.password}@'}127.0.0.1:{port}"
+                         for n, port in enumerate(self.ports))  # fmt: skip
+        return f"{hosts}/0"
+
+    def env(self, **extra: str) -> dict[str, str]:
+        return command_env(GAMEBATCH_BROKER_URL=self.url, GAMEBATCH_SENTINEL_MASTER=MASTER,
+                           GAMEBATCH_SENTINEL_PASSWORD=self.sentinel_password, **extra)  # fmt: skip
+
+    def stop(self) -> None:
+        for process in self.processes:
+            terminate(process, 5)
+        self.replica.stop()
+        self.primary.stop()
+
+    def settings_url(self) -> str:
+        """The broker URL with the sentinel settings in it (what every process uses)."""
+        url = load_settings(broker_url=self.url, sentinel_master=MASTER,
+                            sentinel_password=self.sentinel_password).broker_url  # fmt: skip
+        return url or ""
+
+    def primary_port(self) -> int:
+        """The port of the Redis the sentinels name primary now."""
+        for port in self.ports:
+            try:
+                found = self.sentinel(port).execute_command(
+                    "SENTINEL", "GET-MASTER-ADDR-BY-NAME", MASTER
+                )
+                return int(found[1])
+            except redis.RedisError:
+                continue
+        raise AssertionError("no sentinel answers")
+
+    def fail_over(self) -> float:
+        """Kill the primary, wait until the sentinels promote the replica, and bring the old
+        one back as the new primary's replica; the seconds until the promotion."""
+        old = self.primary if self.primary_port() == self.primary.port else self.replica
+        new = self.replica if old is self.primary else self.primary
+        assert old.process is not None
+        killed = time.monotonic()
+        os.kill(old.process.pid, 9)
+        old.process.wait()
+        old.process = None
+        deadline = killed + 120
+        while self.primary_port() != new.port:
+            assert time.monotonic() < deadline, "no failover"
+            time.sleep(0.1)
+        took = time.monotonic() - killed
+        old.extra = f"replicaof 127.0.0.1 {new.port}\nmasterauth {self.password}\n"
+        old.start()
+        return took
