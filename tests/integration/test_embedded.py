@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import stat
 import subprocess
 import sys
@@ -62,19 +63,30 @@ def test_a_command_attached_to_another_ones_redis_outlives_it(tmp_path: Path) ->
             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
 
-    first = solve(small, "--workers", "1")  # owns the folder's Redis
-    port = tmp_path / "state" / "port"
-    deadline = time.monotonic() + 30
-    while not port.exists():
-        assert first.poll() is None and time.monotonic() < deadline
-        time.sleep(0.02)
-    second = solve(big, "--workers", "1")  # attaches to it
-    _, err = second.communicate(timeout=300)
-    assert second.returncode == 0, err
-    assert Path(f"{big}.out").read_text() == answers(problem, big.read_text())
-    _, err = first.communicate(timeout=60)
-    assert first.returncode == 0, err
-    assert Path(f"{small}.out").read_text() == answers(problem, small.read_text())
+    fifo = tmp_path / "first.out"
+    os.mkfifo(fifo)  # the first command writes its result there: it waits for a reader
+    first = subprocess.Popen(
+        [sys.executable, "-m", "pipeline.cli", "solve", "-q", "-p", "strgame", str(small), "-o",
+         str(fifo), "--workers", "1"], env=env, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:  # it owns the folder's Redis until its result is read
+        port = tmp_path / "state" / "port"
+        deadline = time.monotonic() + 30
+        while not port.exists():
+            assert first.poll() is None and time.monotonic() < deadline
+            time.sleep(0.02)
+        second = solve(big, "--workers", "1")  # attaches to it
+        _, err = second.communicate(timeout=300)
+        assert second.returncode == 0, err
+        assert Path(f"{big}.out").read_text() == answers(problem, big.read_text())
+        assert first.poll() is None, "the owner ended before the command attached to it"
+        assert fifo.read_text() == answers(problem, small.read_text())
+        _, err = first.communicate(timeout=60)
+        assert first.returncode == 0, err
+    finally:
+        if first.poll() is None:
+            first.kill()
+        first.communicate()
 
 
 def test_only_our_own_dead_commands_folders_are_swept(tmp_path: Path) -> None:
