@@ -159,6 +159,7 @@ class JobStore:
         self._begin = client.register_script(script("begin_chunk"))
         self._abandoned = client.register_script(script("abandoned"))
         self._finish = client.register_script(script("finish_production"))
+        self._open = client.register_script(script("open_job"))
 
     @classmethod
     def check_url(cls, url: str) -> None:
@@ -202,18 +203,15 @@ class JobStore:
     # --- manifest -----------------------------------------------------------------------
 
     def open_job(self, job_id: str, fields: dict[str, str | int]) -> dict[str, str]:
-        """Create the manifest unless it exists; return the manifest in force."""
-        key = keys.job(job_id)
-        with self.client.pipeline() as pipe:
-            pipe.hsetnx(key, "created", repr(self.now()))  # the Redis clock, as the sweep's
-            pipe.hgetall(key)
-            created, manifest = pipe.execute()
-        if created:
-            self.client.hset(key, mapping={**fields, "state": JobState.PRODUCING.value})
-            self.client.zadd(keys.JOBS, {job_id: time.time()})
-            self.client.zadd(keys.OPEN_JOBS, {job_id: time.time()})
-            return self.manifest(job_id) or {}
-        return _decode(manifest)
+        """Create the manifest unless it exists (atomically: a producer of the same input
+        at the same moment gets the whole of it); return the manifest in force."""
+        pairs = [x for k, v in {**fields, "state": JobState.PRODUCING.value}.items()
+                 for x in (k, v)]  # fmt: skip
+        found = self._open(keys=[keys.job(job_id), keys.JOBS, keys.OPEN_JOBS],
+                           args=[job_id, time.time(), *pairs])  # fmt: skip
+        if isinstance(found, dict):  # RESP3 replies a map
+            return _decode(found)
+        return {found[i].decode(): found[i + 1].decode() for i in range(0, len(found), 2)}
 
     def manifest(self, job_id: str) -> dict[str, str] | None:
         """The manifest, or None when the job does not exist."""
