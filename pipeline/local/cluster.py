@@ -87,6 +87,14 @@ class StateDir:
             self._lock = None
         self.leave()
 
+    def forget(self) -> None:
+        """In a forked process: close the inherited handles without taking the locks from
+        the process that holds them (its own descriptors keep them)."""
+        for handle in (self._lock, self._users):
+            if handle is not None:
+                handle.close()
+        self._lock = self._users = None
+
     def password(self) -> str:
         """The persistent password, created on first use (mode 0600)."""
         path = self.path / "password"

@@ -225,10 +225,7 @@ def _leave_service(service: Service) -> None:
     """Drop what belongs to the service: its socket and its hold on the folder."""
     if service.listener is not None:
         service.listener.close()
-    for handle in (service.state._lock, service.state._users):
-        if handle is not None:
-            handle.close()  # the service's own descriptors keep its locks
-    service.state._lock = service.state._users = None
+    service.state.forget()  # the service's own descriptors keep its locks
 
 
 def _become_caller(request: dict[str, Any], fds: list[int]) -> None:
