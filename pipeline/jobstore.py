@@ -20,6 +20,7 @@ from redis.sentinel import Sentinel
 from pipeline import keys
 from pipeline.config import mask_url
 from pipeline.errors import UsageError
+from pipeline.following import FollowingConnection, async_following_connection
 from pipeline.sentinel import SentinelUrl, is_sentinel
 
 _ANSWER_BATCH = 512  # chunks fetched per round trip by the collector
@@ -114,7 +115,8 @@ def connect_async(url: str, name: str) -> Any:
     kwargs = {"password": found.sentinel_password} if found.sentinel_password else {}
     sentinels = AsyncSentinel(list(found.hosts), sentinel_kwargs=kwargs)  # type: ignore[no-untyped-call]
     return sentinels.master_for(found.master, db=found.db, username=found.username,
-                                password=found.password, client_name=name)  # fmt: skip
+                                password=found.password, client_name=name,
+                                connection_class=async_following_connection())  # fmt: skip
 
 
 def _master(url: str, options: dict[str, Any]) -> redis.Redis:
@@ -129,7 +131,7 @@ def _master(url: str, options: dict[str, Any]) -> redis.Redis:
     )  # fmt: skip
     client: redis.Redis = sentinels.master_for(  # type: ignore[no-untyped-call]
         found.master, redis_class=redis.Redis, db=found.db, username=found.username,
-        password=found.password, **options,
+        password=found.password, connection_class=FollowingConnection, **options,
     )  # fmt: skip
     return client
 

@@ -29,10 +29,10 @@ def create_app(settings: Settings) -> Celery:
     if not settings.broker_url:
         raise UsageError("no broker: pass --broker URL or set GAMEBATCH_BROKER_URL")
     install_transport()  # malformed messages are dropped, not fatal
-    broker, more = settings.broker_url, {}
+    broker, more, hosts = settings.broker_url, {}, 1
     if is_sentinel(broker):  # kombu reads the hosts from the URL, the rest from options
         found = SentinelUrl.parse(broker)
-        broker, more = found.kombu_url(), found.transport_options()
+        broker, more, hosts = found.kombu_url(), found.transport_options(), len(found.hosts)
     app = Celery("gamebatch", broker=broker, set_as_current=False)
     app.conf.update(
         task_serializer="json",
@@ -52,9 +52,10 @@ def create_app(settings: Settings) -> Celery:
             **more,
         },
         broker_connection_retry_on_startup=True,
-        # ride out a Redis restart (about a minute) when queueing
+        # ride out a Redis restart or a failover (about a minute) when queueing; kombu waits
+        # only once per round of the hosts of a sentinel URL, and counts every host tried
         task_publish_retry_policy={
-            "max_retries": 40,
+            "max_retries": 40 * hosts,
             "interval_start": 0.1,
             "interval_step": 0.2,
             "interval_max": 2.0,

@@ -15,6 +15,8 @@ from typing import Any
 from kombu import transport as kombu_transport
 from kombu.transport import redis as kombu_redis
 
+from pipeline.following import FollowingConnection
+
 log = logging.getLogger(__name__)
 
 # What decoding raises: bad JSON or base64 (ValueError), an envelope of another shape
@@ -52,6 +54,7 @@ class SentinelChannel(_Tolerant, kombu_redis.SentinelChannel):
     )  # fmt: skip
     master_username: str | None = None
     master_password: str | None = None
+    connection_class = FollowingConnection  # follows a failover on every reconnect
 
     def _connparams(self, asynchronous: bool = False) -> Any:
         params = super()._connparams(asynchronous)  # type: ignore[no-untyped-call]

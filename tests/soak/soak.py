@@ -1,7 +1,8 @@
 """A chaos soak: several jobs of both games run through real workers, `solve` processes and
 a Redis with an append-only file, while a seeded fault loop kills pool processes, whole
-workers, producers/collectors (`solve`) and Redis itself at random moments. At the end every
-result must be byte-identical to the answers, every job done and no process left.
+workers, producers/collectors (`solve`) and Redis itself, and pulls the network cable of a
+worker's host (a network namespace, when this machine allows them) at random moments. At the
+end every result must be byte-identical to the answers, every job done and no process left.
 
 `python -m tests.soak.soak --seconds 600 --seed 7` runs a long one; the test runs a short one.
 """
@@ -13,6 +14,8 @@ import contextlib
 import io
 import os
 import random
+import secrets
+import shutil
 import signal
 import subprocess
 import sys
@@ -29,7 +32,7 @@ from pipeline.local.redis_server import RedisServer
 from pipeline.registry import get_problem
 from tests.sentinels import Sentinels
 
-FAULTS = ("pool process", "worker", "solve", "redis", "failover")
+FAULTS = ("pool process", "worker", "solve", "redis", "failover", "network")
 _ENV = {  # quick recovery, and many small chunks so that faults land in the middle of jobs
     "GAMEBATCH_LEASE_SECONDS": "3",
     "GAMEBATCH_STALL_SECONDS": "4",
@@ -61,6 +64,59 @@ class Figures:
         ]
 
 
+class WorkerHost:
+    """A network namespace joined to this one by a veth pair: a worker host on its own
+    address, whose cable can be pulled and plugged in again."""
+
+    OUTSIDE, INSIDE = "10.231.78.1", "10.231.78.2"  # only ever assigned to this pair
+
+    def __init__(self) -> None:
+        tag = secrets.token_hex(2)
+        self.ns, self.veth = f"gbsoak{tag}", f"gbsoak{tag}"
+        self.cut_until: float | None = None  # while the cable is out: when it goes back in
+
+    @staticmethod
+    def available() -> bool:
+        """Root, iproute2 and permission to make namespaces."""
+        if os.geteuid() != 0 or shutil.which("ip") is None:
+            return False
+        probe = subprocess.run(["ip", "netns", "add", "gbsoakprobe"], capture_output=True,
+                               check=False)  # fmt: skip
+        subprocess.run(["ip", "netns", "del", "gbsoakprobe"], capture_output=True, check=False)
+        return probe.returncode == 0
+
+    def create(self) -> WorkerHost:
+        _ip("netns", "add", self.ns)
+        _ip("link", "add", self.veth, "type", "veth", "peer", "name", "eth0", "netns", self.ns)
+        _ip("addr", "add", f"{self.OUTSIDE}/30", "dev", self.veth)
+        _ip("link", "set", self.veth, "up")
+        _ip("-n", self.ns, "addr", "add", f"{self.INSIDE}/30", "dev", "eth0")
+        _ip("-n", self.ns, "link", "set", "eth0", "up")
+        _ip("-n", self.ns, "link", "set", "lo", "up")
+        return self
+
+    def cut(self, seconds: float) -> None:
+        """Pull the cable for `seconds` (see tick)."""
+        _ip("-n", self.ns, "link", "set", "eth0", "down")
+        self.cut_until = time.monotonic() + seconds
+
+    def tick(self, *, now: bool = False) -> None:
+        """Plug the cable back in once its time is up (or `now`)."""
+        if self.cut_until is not None and (now or time.monotonic() >= self.cut_until):
+            _ip("-n", self.ns, "link", "set", "eth0", "up")
+            self.cut_until = None
+
+    def command(self, args: list[str]) -> list[str]:
+        return ["ip", "netns", "exec", self.ns, *args]
+
+    def destroy(self) -> None:
+        subprocess.run(["ip", "netns", "del", self.ns], capture_output=True, check=False)
+
+
+def _ip(*args: str) -> None:
+    subprocess.run(["ip", *args], check=True, capture_output=True)
+
+
 class Soak:
     """The processes of one soak and the fault loop over them."""
 
@@ -69,11 +125,16 @@ class Soak:
         failover (the primary killed, the replica promoted, the old one back as replica)."""
         self.root, self.rng = root, random.Random(seed)
         self.figures = Figures(seed)
-        self.redis = RedisServer(root / "redis", appendonly=True)
+        # a worker on another host, when namespaces are allowed (sentinels announce loopback
+        # addresses, which another host cannot reach: no remote worker with them)
+        self.host = WorkerHost() if not sentinel and WorkerHost.available() else None
+        bind = f"bind 127.0.0.1 {WorkerHost.OUTSIDE}\n" if self.host else ""
+        self.redis = RedisServer(root / "redis", appendonly=True, extra=bind)
         self.cluster = Sentinels(root / "cluster") if sentinel else None
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("GAMEBATCH_")}
         self.env.update(_ENV, GAMEBATCH_BROKER_URL=self.url)
         self.workers: list[subprocess.Popen[bytes]] = []
+        self.remote: subprocess.Popen[bytes] | None = None  # the worker on the other host
         self.solves: dict[Path, subprocess.Popen[bytes]] = {}  # input -> its running solve
         self.groups: set[int] = set()  # every process group started (each a session)
 
@@ -86,19 +147,36 @@ class Soak:
             self.cluster.start()
             self.env["GAMEBATCH_BROKER_URL"] = self.url
         else:
+            if self.host:
+                self.host.create()
             self.redis.start()
 
-    def _spawn(self, *args: str) -> subprocess.Popen[bytes]:
+    def _spawn(self, *args: str, remote: bool = False) -> subprocess.Popen[bytes]:
+        command, env = [sys.executable, "-m", "pipeline.cli", *args], self.env
+        if remote:
+            assert self.host is not None
+            command = self.host.command(command)
+            url = self.redis.url.replace("@127.0.0.1:", f"@{WorkerHost.OUTSIDE}:")
+            env = {**self.env, "GAMEBATCH_BROKER_URL": url}
         with (self.root / "processes.log").open("ab") as log:
-            process = subprocess.Popen(
-                [sys.executable, "-m", "pipeline.cli", *args], env=self.env, stdout=log,
-                stderr=log, start_new_session=True,
-            )  # fmt: skip
+            process = subprocess.Popen(command, env=env, stdout=log, stderr=log,
+                                       start_new_session=True)  # fmt: skip
         self.groups.add(process.pid)
         return process
 
-    def start_worker(self) -> None:
-        self.workers.append(self._spawn("worker", "--concurrency", "2"))
+    def start_worker(self, *, remote: bool = False) -> None:
+        process = self._spawn("worker", "--concurrency", "2", remote=remote)
+        if remote:
+            self.remote = process
+        else:
+            self.workers.append(process)
+
+    def start_workers(self) -> None:
+        """Two workers here, and one on the other host when there is one."""
+        for _ in range(2):
+            self.start_worker()
+        if self.host:
+            self.start_worker(remote=True)
 
     def start_solve(self, path: Path) -> None:
         game = path.name.split("-")[0]
@@ -108,16 +186,27 @@ class Soak:
     def inject(self) -> None:
         """One fault, chosen by the seeded generator."""
         kinds = [k for k in FAULTS if k != ("redis" if self.cluster else "failover")]
+        kinds = [k for k in kinds if k != "network" or self.host]
         kind = self.rng.choice(kinds)
+        everyone = [*self.workers, *([self.remote] if self.remote else [])]
         if kind == "pool process":
-            pool = [p for w in self.workers for c in _children(w.pid) for p in _children(c)]
+            pool = [p for w in everyone for c in _children(w.pid) for p in _children(c)]
             if not pool:
                 return
             _kill(self.rng.choice(pool))
         elif kind == "worker":
-            victim = self.workers.pop(self.rng.randrange(len(self.workers)))
+            victim = self.rng.choice(everyone)
             _kill_group(victim)
-            self.start_worker()
+            if victim is self.remote:
+                self.start_worker(remote=True)
+            else:
+                self.workers.remove(victim)
+                self.start_worker()
+        elif kind == "network":
+            assert self.host is not None
+            if self.host.cut_until is not None:
+                return
+            self.host.cut(self.rng.uniform(1.0, 6.0))
         elif kind == "solve":
             running = [p for p, s in self.solves.items() if s.poll() is None]
             if not running:
@@ -158,12 +247,15 @@ class Soak:
             return None
 
     def stop(self) -> None:
-        for process in [*self.workers, *self.solves.values()]:
+        for process in [*self.workers, *([self.remote] if self.remote else []),
+                        *self.solves.values()]:  # fmt: skip
             _kill_group(process)
         if self.cluster:
             self.cluster.stop()
         else:
             self.redis.stop()
+        if self.host:
+            self.host.destroy()
         deadline = time.monotonic() + 10  # what was killed a moment ago may still be exiting
         while time.monotonic() < deadline:
             self.figures.left = sum(_group_alive(group) for group in self.groups)
@@ -199,8 +291,7 @@ def run(
     start = time.monotonic()
     try:
         soak.start_redis()
-        for _ in range(2):
-            soak.start_worker()
+        soak.start_workers()
         waiting = sorted(inputs)
         last_progress, last_done = time.monotonic(), -1
         next_fault = time.monotonic() + soak.rng.uniform(0.5, 2.0)
@@ -220,6 +311,8 @@ def run(
                 soak.inject()
                 next_fault = time.monotonic() + soak.rng.uniform(0.3, 2.0)
             soak.heal()
+            if soak.host:
+                soak.host.tick(now=time.monotonic() - start >= seconds)
             done = soak.done_cases()
             if done is not None and done != last_done:
                 soak.figures.longest_stall = max(soak.figures.longest_stall,
