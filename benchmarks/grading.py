@@ -10,16 +10,14 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from benchmarks.run import (
     Row,
     fresh_state,
-    run_reference,
     solve_in_process,
     stop_warm,
+    two_copies,
     wait_warm,
     write_cases,
 )
@@ -186,21 +184,11 @@ def large_contest(data: Path, ref: dict[str, Path] | None, quick: bool) -> list[
     if ref is not None:  # what the machine gives two single-threaded copies over one
         big = write_cases(data / "ref-scale.in", "pathgame", "random", 2000 if quick else 20000,
                           size=1000, seed=3)  # fmt: skip
-        one = min(_timed(lambda: run_reference(ref["pathgame"], big)) for _ in range(3))
-        with ThreadPoolExecutor(2) as pool:
-            two = min(_timed(lambda: list(pool.map(lambda _: run_reference(ref["pathgame"], big),
-                                                   range(2)))) for _ in range(3))  # fmt: skip
-        machine = 2 * one / two
+        machine = two_copies(ref["pathgame"], big)
         rows.append(Row("grading", "comparison rate, 2 workers over 1", speedup, machine, "x",
                         speedup / machine, ">= 0.8x what the machine gives 2 reference copies",
                         speedup / machine >= 0.8))  # fmt: skip
     return rows
-
-
-def _timed(fn: Callable[[], object]) -> float:
-    start = time.perf_counter()
-    fn()
-    return time.perf_counter() - start
 
 
 def grading(data: Path, ref: dict[str, Path] | None, quick: bool) -> list[Row]:

@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "_scan.h"
+
 typedef struct {
     const char *s;
     Py_ssize_t n;
@@ -179,10 +181,120 @@ static PyObject *outcomes(PyObject *self, PyObject *args) {
     return PyLong_FromLong(result);
 }
 
+/* --- the producer's scan and the worker's solve of strgame cases given as input bytes ---- */
+
+#define MAX_STRINGS 1000000000000LL /* games/strgame.py */
+#define MAX_K 1000000000LL
+
+static int lowercase(const unsigned char *t, Py_ssize_t n) {
+    unsigned char bad = 0;
+    for (Py_ssize_t i = 0; i < n; i++) bad |= (unsigned char)(t[i] - 'a') > 'z' - 'a';
+    return !bad;
+}
+
+/* `n K`: 1, 0 (the block ends first) or -1 (not plainly valid). */
+static int scan_head(Scan *s, int64_t *n, int64_t *k) {
+    Py_ssize_t a, b;
+    int got = scan_token(s, &a, &b);
+    if (got <= 0) return got;
+    if (!scan_number(s->buf + a, b - a, 1, MAX_STRINGS, n)) return -1;
+    got = scan_token(s, &a, &b);
+    if (got <= 0) return got;
+    return scan_number(s->buf + a, b - a, 1, MAX_K, k) ? 1 : -1;
+}
+
+/* One case: `n K` and n strings of lowercase letters. */
+static int scan_case(Scan *s, int64_t *work) {
+    int64_t n, k, letters = 0;
+    int got = scan_head(s, &n, &k);
+    if (got <= 0) return got;
+    for (int64_t i = 0; i < n; i++) {
+        Py_ssize_t a, b;
+        got = scan_token(s, &a, &b);
+        if (got <= 0) return got;
+        if (!lowercase(s->buf + a, b - a)) return -1;
+        letters += b - a;
+    }
+    *work = letters + n; /* games/strgame.py: work(), the letters and the spaces, plus one */
+    return 1;
+}
+
+static PyObject *scan_chunk(PyObject *self, PyObject *args) {
+    return scan_chunk_with(args, scan_case);
+}
+
+/* The answer code of one case ('0' Pure, '1' Dirty), or -1 for a malformed case, -2 when
+ * out of memory. `w` grows as needed. */
+static int solve_one(Scan *s, Word **w, Py_ssize_t *room) {
+    int64_t n, k;
+    if (scan_head(s, &n, &k) != 1 || n > s->len) return -1; /* a string takes a byte at least */
+    if (n > *room) {
+        Word *more = realloc(*w, sizeof(Word) * (size_t)n);
+        if (!more) return -2;
+        *w = more;
+        *room = n;
+    }
+    Py_ssize_t letters = 0;
+    for (int64_t i = 0; i < n; i++) {
+        Py_ssize_t a, b;
+        if (scan_token(s, &a, &b) != 1 || !lowercase(s->buf + a, b - a)) return -1;
+        (*w)[i] = (Word){(const char *)s->buf + a, b - a};
+        letters += b - a;
+    }
+    int trie = letters <= TRIE_LIMIT && letters <= SORT_ABOVE_MEAN_LENGTH * n;
+    int bits = trie ? solve_trie(*w, n, letters) : solve_sorted(*w, n);
+    if (bits < 0) return -2;
+    int can_win = bits & 1, can_lose = bits >> 1 & 1;
+    return can_win && (can_lose || k % 2 == 1) ? '0' : '1';
+}
+
+static PyObject *solve_slice(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    Py_ssize_t count;
+    if (!PyArg_ParseTuple(args, "y*n", &view, &count)) return NULL;
+    PyObject *codes = count >= 0 ? PyBytes_FromStringAndSize(NULL, count) : NULL;
+    if (codes == NULL) {
+        PyBuffer_Release(&view);
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "a negative count");
+        return NULL;
+    }
+    char *out = PyBytes_AS_STRING(codes);
+    Scan s = {view.buf, view.len, 0, view.len, 1};
+    Word *w = NULL;
+    Py_ssize_t room = 0, at = 0;
+    int code = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (; at < count; at++) {
+        code = solve_one(&s, &w, &room);
+        if (code < 0) break;
+        out[at] = (char)code;
+    }
+    if (code >= 0) {
+        Py_ssize_t a, b;
+        if (scan_token(&s, &a, &b) == 1) code = -3;
+    }
+    Py_END_ALLOW_THREADS
+    free(w);
+    PyBuffer_Release(&view);
+    if (code < 0) {
+        Py_DECREF(codes);
+        if (code == -2) return PyErr_NoMemory();
+        PyErr_Format(PyExc_ValueError, code == -1 ? "case %zd of the chunk is malformed"
+                                                  : "more than %zd cases in the chunk", at);
+        return NULL;
+    }
+    return codes;
+}
+
 static PyMethodDef methods[] = {
     {"outcomes", outcomes, METH_VARARGS,
      "outcomes(strings joined by spaces, method=0) -> can_win | can_lose << 1\n"
      "method: 0 chooses, 1 the trie, 2 sorting (for tests)"},
+    {"scan_chunk", scan_chunk, METH_VARARGS,
+     "scan_chunk(block, pos, cases_left, target_work, max_cases, max_token, final, cases, work)"
+     " -> (status, pos, cases, work): cases from pos until the chunk is full"},
+    {"solve_slice", solve_slice, METH_VARARGS,
+     "solve_slice(cases, count) -> answer codes of cases given as input bytes"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import re
+from array import array
 from collections.abc import Iterator
 from functools import cache, lru_cache
 from typing import Any
@@ -21,6 +22,11 @@ _BOTTOM = bytes.maketrans(b".#", b"\x00\x02")
 _RUNS = re.compile(rb"\x00+")
 
 _tables: GrundyTables | None = None
+
+try:
+    from games import _pathgame  # the C kernels, when they could be built at install time
+except ImportError:  # pragma: no cover - depends on the machine
+    _pathgame = None  # type: ignore[assignment]
 
 
 def prepare(cache: TableCache | None) -> None:
@@ -267,6 +273,17 @@ def contest_limits(case: Any) -> str | None:
     return None
 
 
+@lru_cache(maxsize=4)
+def _int32_tables(g: GrundyTables) -> tuple[bytes, bytes]:
+    """The OPEN and BORDER tables as int32 arrays, for the C kernel."""
+    return array("i", g.tables[OPEN]).tobytes(), array("i", g.tables[BORDER]).tobytes()
+
+
+def solve_slice(data: bytes | memoryview, count: int) -> bytes:
+    """Answer codes of `count` boards given as input bytes (raise ValueError if malformed)."""
+    return _pathgame.solve_slice(data, count, *_int32_tables(tables()))
+
+
 class PathGame:
     """The plugin object registered under `gamebatch.problems`."""
 
@@ -285,6 +302,9 @@ class PathGame:
     shrink = staticmethod(shrink)
     contest_limits = staticmethod(contest_limits)
     contest_max_cases = None
+    # the C producer path and the worker's solve of input bytes (pipeline/slices.py)
+    scan_chunk = staticmethod(_pathgame.scan_chunk) if _pathgame else None
+    solve_slice = staticmethod(solve_slice) if _pathgame else None
     in_process = True  # small inputs may be solved in the command itself (it cannot crash it)
 
 

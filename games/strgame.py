@@ -239,6 +239,9 @@ class StrGame:
     shrink = staticmethod(shrink)
     contest_limits = staticmethod(contest_limits)
     contest_max_cases = CONTEST_MAX_T
+    # the C producer path and the worker's solve of input bytes (pipeline/slices.py)
+    scan_chunk = staticmethod(_trie.scan_chunk) if outcomes is _outcomes_in_c else None
+    solve_slice = staticmethod(_trie.solve_slice) if outcomes is _outcomes_in_c else None
     in_process = True  # small inputs may be solved in the command itself (it cannot crash it)
 
     def prepare(self, cache: object) -> None:

@@ -33,7 +33,8 @@ def answer_lines(words: tuple[str, ...], invalid_word: str) -> dict[int, str]:
 # gamebatch version fails the chunk with a clear reason instead of misreading it.
 # 2: strgame strings are joined by spaces (they were joined by newlines).
 # 3: comparison chunks of grading jobs (ComparePayload) beside solving chunks.
-FORMAT = 3
+# 4: solving chunks may be the input's own bytes (SlicePayload).
+FORMAT = 4
 
 
 MAX_CHUNKS = 1 << 40  # no job has more chunks: a larger index is not a chunk
@@ -84,6 +85,30 @@ class ChunkPayload:
 
 
 @dataclass(frozen=True)
+class SlicePayload:
+    """`count` cases as the bytes of the input they were read from (checked by the producer,
+    and again by the worker's C kernel), after a one-line JSON header."""
+
+    problem: str
+    first: int
+    count: int
+    data: bytes | memoryview
+
+    def header(self) -> bytes:
+        """The header line, newline included: the payload is the header and the data."""
+        doc = {"format": FORMAT, "kind": "slice", "problem": self.problem, "first": self.first,
+               "count": self.count}  # fmt: skip
+        return json.dumps(doc, separators=(",", ":")).encode() + b"\n"
+
+    def encode(self) -> bytes:
+        """Header and data in one string."""
+        return self.header() + self.data
+
+
+_HEADER_MAX = 4096  # a slice payload's header line is shorter than this
+
+
+@dataclass(frozen=True)
 class Segment:
     """Consecutive cases of one output file in a comparison chunk."""
 
@@ -115,13 +140,24 @@ class ComparePayload:
         return json.dumps(doc, separators=(",", ":")).encode()
 
 
-def decode_payload(data: bytes) -> ChunkPayload | ComparePayload:
-    """A solving or a comparison chunk, shape checked; raise BadPayload otherwise."""
+Payload = ChunkPayload | SlicePayload | ComparePayload
+
+
+def decode_payload(data: bytes) -> Payload:
+    """A solving or a comparison chunk, shape checked; raise BadPayload otherwise. A slice's
+    data is a view of `data`, not a copy."""
+    newline = data.find(b"\n", 0, _HEADER_MAX)  # JSON payloads have none: it is escaped
     try:
-        doc = json.loads(data)
+        doc = json.loads(data if newline < 0 else data[:newline])
         version = doc.get("format", 1)
         if version == FORMAT and doc.get("kind") == "compare":
             return _compare_payload(doc)
+        if version == FORMAT and doc.get("kind") == "slice" and newline >= 0:
+            count = int(doc["count"])
+            if count < 0:
+                raise ValueError("a negative count of cases")
+            return SlicePayload(str(doc["problem"]), int(doc["first"]), count,
+                                memoryview(data)[newline + 1 :])  # fmt: skip
         payload = ChunkPayload(str(doc["problem"]), int(doc["first"]), list(doc["cases"]))
     except (ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:
         raise BadPayload(f"malformed chunk payload: {exc}") from None

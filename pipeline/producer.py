@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import hashlib
+import os
+import stat
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -13,9 +15,10 @@ from pipeline.chunking import Chunk, chunk_cases
 from pipeline.config import Settings
 from pipeline.errors import InputError, JobFailed, JobLost, UsageError
 from pipeline.jobstore import JobCounters, JobState, this_process
-from pipeline.messages import ChunkPayload
+from pipeline.messages import ChunkPayload, SlicePayload
 from pipeline.problem import Problem
 from pipeline.reader import read_batches
+from pipeline.slices import Deferred, Limits, Scanner, SliceChunk, slice_chunks
 from pipeline.store import Store
 from pipeline.tokens import TokenReader
 
@@ -43,13 +46,38 @@ class Source(Protocol):
     def open(self, mode: str, /) -> BinaryIO: ...
 
 
+SETTLED_SECONDS = 2.0  # a file unchanged this long before it is hashed: a write shows in stat
+
+Identity = tuple[int, int, int, int, int]  # device, inode, size, mtime and ctime (ns)
+
+
 def checksum(path: Path) -> str:
     """SHA-256 of the file's bytes."""
+    return hash_file(path)[0]
+
+
+def hash_file(path: Path) -> tuple[str, Identity | None]:
+    """SHA-256 of the file's bytes, and what its stat said while it was hashed when the file
+    had settled: then any later write, even one that restores the size and mtime, changes
+    that identity (a write sets ctime, which no program can set back), and reading the file
+    again need not hash it again."""
     try:
         with path.open("rb") as stream:
-            return hashlib.file_digest(stream, "sha256").hexdigest()
+            before = os.fstat(stream.fileno())
+            digest = hashlib.file_digest(stream, "sha256").hexdigest()
+            after = os.fstat(stream.fileno())
     except OSError as exc:
         raise UsageError(f"cannot read {path}: {exc.strerror}") from None
+    settled = (
+        stat.S_ISREG(before.st_mode)
+        and _identity(before) == _identity(after)
+        and time.time() - max(before.st_mtime, before.st_ctime) > SETTLED_SECONDS
+    )
+    return digest, _identity(after) if settled else None
+
+
+def _identity(st: os.stat_result) -> Identity:
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
 def choose_lane(path: Path, settings: Settings, wanted: str = "auto") -> str:
@@ -89,7 +117,7 @@ def submit(
     a whole file: an upload still arriving. Error messages call the file `name` (default:
     its path).
     """
-    digest = source.digest if source is not None else checksum(path)
+    digest, settled = (source.digest, None) if source is not None else hash_file(path)
     job_id = job_id_for(problem, digest) + ("-keep-going" if keep_going else "")
     manifest = store.open_job(job_id, _manifest(problem, path, settings, lane))
     progress = store.progress(job_id)
@@ -102,7 +130,7 @@ def submit(
     try:
         opener = source.open if source is not None else lambda _: path.open("rb")
         run.read(path, digest, settings, int(manifest["target_work"]), int(manifest["max_cases"]),
-                 opener=opener, name=name or str(path))  # fmt: skip
+                 opener=opener, name=name or str(path), settled=settled)  # fmt: skip
     except (UsageError, InputError):
         store.delete(job_id)  # nothing of a bad or changing file is kept or written
         raise
@@ -163,34 +191,86 @@ class _Production:
 
     def read(
         self, path: Path, digest: str, settings: Settings, target_work: int, max_cases: int,
-        *, opener: Callable[[str], BinaryIO], name: str,
+        *, opener: Callable[[str], BinaryIO], name: str, settled: Identity | None = None,
     ) -> None:  # fmt: skip
-        """Read, validate, chunk and queue the whole input; check it is what was hashed."""
+        """Read, validate, chunk and queue the whole input; check it is what was hashed (by
+        hashing it again, or by its stat when it had `settled`). The game's C scanner reads
+        it when it has one; what it defers to is read again by the Python reader (both cut
+        the same chunks, so what was queued is queued again)."""
+        limits = settings.limits
+        scan: Scanner | None = getattr(self.problem, "scan_chunk", None)
+        if scan is not None and not self.keep_going:
+            cut = Limits(target_work, max_cases, limits.max_token_bytes, limits.max_file_bytes)
+            try:
+                with opener("rb") as raw:
+                    stream = _checked(raw, settled)
+                    for piece in slice_chunks(scan, stream, cut):
+                        self._queue_slice(piece)
+                    _check_digest(stream, digest, name)
+                return
+            except Deferred:
+                self.queued = self.total = self.chunks = 0
         with opener("rb") as raw:
-            stream = _HashingReader(raw)
-            limits = settings.limits
+            stream = _checked(raw, settled)
             tokens = TokenReader(stream, name, max_token=limits.max_token_bytes,
                                  max_bytes=limits.max_file_bytes)  # fmt: skip
             on_invalid = (lambda e: self.invalid.append(str(e))) if self.keep_going else None
             batches = read_batches(self.problem, tokens, on_invalid=on_invalid)
             for chunk in chunk_cases(batches, self.problem.work, target_work, max_cases):
                 self._queue(chunk)
-            if stream.rest_digest() != digest:  # answers of other bytes than the job's name
-                raise UsageError(f"cannot read {name}: the file changed while it was read")
+            _check_digest(stream, digest, name)
         self.store.add_invalid(self.job_id, self.invalid)  # an error after the last case
 
     def _queue(self, chunk: Chunk) -> None:
-        self.chunks, self.total = chunk.index + 1, self.total + len(chunk.cases)
-        if chunk.index not in self.answered:
-            payload = ChunkPayload(self.problem.name, chunk.first, chunk.cases).encode()
-            self.store.put_chunk(self.job_id, chunk.index, payload)
-            self.send(self.job_id, chunk.index)
-            self.queued += 1
-            if self.window is not None:
-                self.window.add(chunk.index, len(payload))
-        self.on_cases(len(chunk.cases))
+        payload = lambda: ChunkPayload(self.problem.name, chunk.first, chunk.cases).encode()  # noqa: E731
+        self._put(chunk.index, len(chunk.cases), payload)
         self.store.add_invalid(self.job_id, self.invalid)
         self.invalid.clear()
+
+    def _queue_slice(self, piece: SliceChunk) -> None:
+        payload = SlicePayload(self.problem.name, piece.first, piece.count, piece.data)
+        self._put(piece.index, piece.count, payload.encode)
+
+    def _put(self, index: int, cases: int, payload: Callable[[], bytes]) -> None:
+        """Queue chunk `index` (its payload made only when it has no answers yet)."""
+        self.chunks, self.total = index + 1, self.total + cases
+        if index not in self.answered:
+            data = payload()
+            self.store.put_chunk(self.job_id, index, data)
+            self.send(self.job_id, index)
+            self.queued += 1
+            if self.window is not None:
+                self.window.add(index, len(data))
+        self.on_cases(cases)
+
+
+def _check_digest(stream: _HashingReader | _StatReader, digest: str, name: str) -> None:
+    """Refuse answers of other bytes than the job's name says."""
+    if not stream.same_as(digest):
+        raise UsageError(f"cannot read {name}: the file changed while it was read")
+
+
+def _checked(raw: BinaryIO, settled: Identity | None) -> _HashingReader | _StatReader:
+    """A reader that can tell whether what it read is what was hashed."""
+    return _HashingReader(raw) if settled is None else _StatReader(raw, settled)
+
+
+class _StatReader:
+    """A binary stream of a file that had settled when it was hashed: what is read is what
+    was hashed if the file's identity is the same while it is read and after."""
+
+    def __init__(self, stream: BinaryIO, settled: Identity) -> None:
+        self._stream, self._settled = stream, settled
+        self._opened = _identity(os.fstat(stream.fileno()))  # a file put in its place differs
+
+    def read(self, size: int = -1, /) -> bytes:
+        """Read."""
+        return self._stream.read(size)
+
+    def same_as(self, digest: str) -> bool:
+        """Whether the file is still the one that was hashed."""
+        now = _identity(os.fstat(self._stream.fileno()))
+        return self._opened == self._settled == now
 
 
 class _HashingReader:
@@ -212,6 +292,10 @@ class _HashingReader:
         while data := self.read(1 << 20):
             del data
         return self._hash.hexdigest()
+
+    def same_as(self, digest: str) -> bool:
+        """Whether every byte of the stream hashes to `digest`."""
+        return self.rest_digest() == digest
 
 
 class Window:

@@ -17,6 +17,8 @@ from pipeline.messages import (
     BadPayload,
     ChunkPayload,
     ComparePayload,
+    Payload,
+    SlicePayload,
     decode_payload,
     encode_answer,
 )
@@ -135,7 +137,7 @@ def run_chunk(store: Store, job_id: str, index: int, policy: Policy = Policy()) 
                 store.fail_chunk(job_id, index, str(exc))
                 return Outcome.FAILED
         else:
-            found = _solve(store, job_id, index, problem, payload, careful=attempt > 1)
+            found = _solve_chunk(store, job_id, index, problem, payload, careful=attempt > 1)
             if isinstance(found, Outcome):
                 return found
             codes, details = found, ""
@@ -143,16 +145,54 @@ def run_chunk(store: Store, job_id: str, index: int, policy: Policy = Policy()) 
     return Outcome.SOLVED if saved else Outcome.DUPLICATE
 
 
-def _where(store: Store, job_id: str, index: int, payload: ChunkPayload | ComparePayload) -> str:
+def _where(store: Store, job_id: str, index: int, payload: Payload) -> str:
     """The case (or cases) a chunk whose worker keeps dying was at."""
     if isinstance(payload, ComparePayload):
         return f"comparison chunk {index}"
+    count = payload.count if isinstance(payload, SlicePayload) else len(payload.cases)
     offset = store.cursor(job_id, index)
-    if offset is None and len(payload.cases) == 1:
+    if offset is None and count == 1:
         offset = 0
     if offset is not None:
         return f"case {payload.first + offset}"
-    return f"cases {payload.first}-{payload.first + len(payload.cases) - 1}"
+    return f"cases {payload.first}-{payload.first + count - 1}"
+
+
+def _solve_chunk(
+    store: Store, job_id: str, index: int, problem: Problem, payload: ChunkPayload | SlicePayload,
+    *, careful: bool,
+) -> str | Outcome:  # fmt: skip
+    """The answer codes of a chunk: a slice by the game's C kernel in one call, unless a run
+    died before (then case by case, see _solve)."""
+    if isinstance(payload, SlicePayload):
+        solve_slice = getattr(problem, "solve_slice", None)
+        try:
+            if solve_slice is not None and not careful:
+                return str(solve_slice(payload.data, payload.count), "ascii")
+            payload = ChunkPayload(payload.problem, payload.first,
+                                   cases_of_slice(problem, payload))  # fmt: skip
+        except ValueError as exc:  # the C kernel or the reader found what no producer sends
+            store.fail_chunk(job_id, index, f"malformed chunk payload: {exc}")
+            return Outcome.FAILED
+    return _solve(store, job_id, index, problem, payload, careful=careful)
+
+
+def cases_of_slice(problem: Problem, payload: SlicePayload) -> list[object]:
+    """A slice's cases read by the game's Python reader (exactly `count` of them)."""
+    import io
+
+    from pipeline.errors import InputError
+    from pipeline.reader import read_cases
+    from pipeline.tokens import TokenReader
+
+    data = bytes(payload.data)
+    head = f"{payload.count}\n".encode()
+    tokens = TokenReader(io.BytesIO(head + data), f"chunk from case {payload.first}",
+                         max_token=max(len(data), 1))  # fmt: skip
+    try:
+        return [found.case for found in read_cases(problem, tokens)]
+    except InputError as exc:
+        raise ValueError(str(exc)) from None
 
 
 def _solve(

@@ -24,14 +24,16 @@ from typing import IO
 import redis
 
 from pipeline.errors import GamebatchError
+from pipeline.local import warm_workers
 from pipeline.local.children import exited, terminate
 from pipeline.local.redis_server import RedisServer
 from pipeline.local.workers import start_worker
 
 _START_TIMEOUT = 20.0
-# Local workers are stopped only when no task of ours is left; a duplicate run would change
-# nothing, so they get a short grace.
-_WORKER_GRACE = 0.5
+# Local workers are stopped only when no task of ours is left, so they are killed at once (a
+# warm shutdown took 0.5 s): a chunk of another command's job that they were running has a
+# lease, and is run again once it lapses, like any chunk of a worker that died.
+_WORKER_GRACE = 0.0
 _MAX_RESTARTS = 5  # of the embedded workers, per command
 
 
@@ -176,6 +178,8 @@ class EmbeddedCluster(AbstractContextManager["EmbeddedCluster"]):
         self.url = ""
         self.persistent = False
         self.worker: subprocess.Popen[bytes] | None = None
+        self.shared = 0  # the pid of the warm service's workers, when this command uses them
+        self.started = False  # whether this command started workers of its own
         self.restarts = 0
 
     @property
@@ -213,6 +217,7 @@ class EmbeddedCluster(AbstractContextManager["EmbeddedCluster"]):
         deadline = time.monotonic() + _START_TIMEOUT
         while time.monotonic() < deadline:
             if state.try_lock():
+                warm_workers.withdraw(state.path)  # of a service that died: not ours
                 self.redis = RedisServer(
                     state.redis_dir, appendonly=True, password=state.password(),
                     tie_to_parent=True,
@@ -231,6 +236,7 @@ class EmbeddedCluster(AbstractContextManager["EmbeddedCluster"]):
         return False
 
     def _start_workers(self) -> None:
+        self.started = True
         self.worker = start_worker(
             self.url, self.workers, self.log, config=self._config(), tie_to_parent=True,
             extra_env={"TMPDIR": str(self._tmp)},  # what they leave when killed goes with it
@@ -247,12 +253,26 @@ class EmbeddedCluster(AbstractContextManager["EmbeddedCluster"]):
         return str(path)
 
     def ensure_workers(self) -> None:
-        """Start the local workers if they have not been started yet (a lazy cluster)."""
-        if self.workers and self.worker is None:
-            self._start_workers()
+        """Start the local workers if they have not been started yet (a lazy cluster), unless
+        the warm service that owns the folder's Redis runs them as this command would."""
+        if not self.workers or self.worker is not None or self.shared:
+            return
+        if self.state is not None and self.persistent and self.redis is None:
+            self.shared = warm_workers.serving(self.state.path, self.workers, self._settings()) or 0
+            if self.shared:
+                return
+        self._start_workers()
+
+    def _settings(self) -> str | None:
+        return self.settings() if self.settings is not None else None
 
     def check(self) -> None:
-        """Start the local workers again when they died; give up after a few times."""
+        """Start the local workers again when they died; give up after a few times (when the
+        warm service's workers are gone, start this command's own)."""
+        if self.shared and not warm_workers.alive(self.shared):
+            self.shared = 0
+            self._start_workers()
+            return
         if self.worker is None or not exited(self.worker.pid):
             return
         terminate(self.worker, 0)  # reaps it, and kills what is left of its pool
@@ -275,6 +295,8 @@ class EmbeddedCluster(AbstractContextManager["EmbeddedCluster"]):
             from pipeline.local.warm import spawn
 
             with contextlib.suppress(OSError):
+                if self.started:  # the service keeps such workers for the next command
+                    warm_workers.leave_spec(self.state.path, self.workers, self._settings())
                 spawn(str(self.state.path), self.warm_seconds)
 
     def _stop(self) -> None:

@@ -20,6 +20,7 @@ import resource
 import select
 import signal
 import socket
+import subprocess
 import sys
 import tempfile
 import threading
@@ -28,9 +29,13 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from pipeline.local import warm
+from pipeline.local import warm, warm_workers
+from pipeline.local.children import exited, terminate
 from pipeline.local.cluster import StateDir
 from pipeline.local.redis_server import RedisServer
+from pipeline.local.workers import start_worker
+
+_MAX_WORKER_RESTARTS = 3
 
 
 class Service:
@@ -42,6 +47,9 @@ class Service:
         self.redis: RedisServer | None = None
         self.listener: socket.socket | None = None
         self.children: set[int] = set()
+        self.worker: subprocess.Popen[bytes] | None = None  # kept for the next commands
+        self.worker_spec = warm_workers.read_spec(folder)
+        self.worker_restarts = 0
         self.fingerprint = warm.fingerprint()
         self.last = time.monotonic()
         self.stopping = False
@@ -59,6 +67,7 @@ class Service:
             _preload()
             self.listener = _listen(self.folder / warm.SOCKET_NAME)
             self._log(f"serving for {self.seconds:g} s idle, Redis on port {self.redis.port}")
+            self._start_workers()
             self._loop()
         finally:
             self._close()
@@ -71,6 +80,7 @@ class Service:
                 with contextlib.suppress(OSError):
                     self._accept()
             self._reap()
+            self._watch_workers()
             if (
                 self.redis is not None
                 and self.redis.process is not None
@@ -125,9 +135,41 @@ class Service:
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(pid, 0)
         self.state.wait_for_other_users()
+        warm_workers.withdraw(self.folder)
+        if self.worker is not None:
+            terminate(self.worker, 0)  # no command is left that uses them
         if self.redis is not None:
             self.redis.stop()
         self.state.unlock()
+
+    def _start_workers(self) -> None:
+        """Run the workers the last command ran, so that the next one need not start them."""
+        if self.worker_spec is None or self.redis is None:
+            return
+        count, config = self.worker_spec
+        path = None
+        if config is not None:
+            path = self.folder / "warm-workers.yaml"
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w") as out:
+                out.write(config)
+        self.worker = start_worker(self.redis.url, count, self.folder / "warm-workers.log",
+                                   config=str(path) if path else None, tie_to_parent=True,
+                                   name="warm")  # fmt: skip
+        warm_workers.announce(self.folder, self.worker.pid, count, config)
+        self._log(f"workers {self.worker.pid} started ({count} processes)")
+
+    def _watch_workers(self) -> None:
+        """Start the workers again when they died (a few times)."""
+        if self.worker is None or not exited(self.worker.pid):
+            return
+        warm_workers.withdraw(self.folder)
+        terminate(self.worker, 0)
+        self.worker = None
+        self.worker_restarts += 1
+        self._log(f"workers exited (restart {self.worker_restarts})")
+        if self.worker_restarts <= _MAX_WORKER_RESTARTS:
+            self._start_workers()
 
     def _log(self, line: str) -> None:
         print(f"{time.strftime('%Y-%m-%d %H:%M:%S')} warm service {os.getpid()}: {line}",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import time
 from pathlib import Path
 
 import pytest
@@ -17,7 +19,7 @@ from workers.runner import run_chunk
 
 pytestmark = pytest.mark.integration
 
-CASES = 20_000  # 2.6 MB: more than the reader's first block
+CASES = 80_000  # 10 MB: more than the first block of either reader (1 MiB, and 8 MiB in C)
 
 
 def _text(word: str) -> bytes:
@@ -53,6 +55,38 @@ def test_a_file_rewritten_while_it_is_read_is_refused_and_leaves_no_job(
     out = tmp_path / "a.out"
     collector.write_result_file(store, job.job_id, problem, done, out)
     assert out.read_text() == answers(problem, original.decode())
+    store.client.close()
+
+
+def test_a_settled_file_is_not_hashed_twice_and_a_rewrite_is_still_caught(
+    tmp_path: Path, redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    problem = get_problem("strgame")
+    path = tmp_path / "b.in"
+    path.write_bytes(_text("a" * 127))
+    hour_ago = time.time() - 3600
+    os.utime(path, (hour_ago, hour_ago))
+    time.sleep(producer.SETTLED_SECONDS + 0.1)  # utime set ctime to now: let it settle too
+    _, settled = producer.hash_file(path)
+    assert settled is not None
+    hashed: list[int] = []
+    real = producer._HashingReader.__init__
+    monkeypatch.setattr(producer._HashingReader, "__init__",
+                        lambda self, raw: hashed.append(1) or real(self, raw))  # fmt: skip
+    store = JobStore.from_url(redis_server.url)
+    settings = load_settings(broker_url=redis_server.url, chunk={"target_work": 50_000})
+    job = producer.submit(problem, path, store, lambda j, i: None, settings)
+    assert hashed == [] and job.chunks > 1  # read once more, not hashed
+    store.delete(job.job_id)
+
+    def rewrite_same_size_and_times(job_id: str, index: int) -> None:
+        if index == 0:
+            path.write_bytes(_text("a" * 126 + " "))
+            os.utime(path, (hour_ago, hour_ago))  # the mtime put back: ctime still moves
+
+    with pytest.raises(UsageError, match=r"b\.in: the file changed while it was read"):
+        producer.submit(problem, path, store, rewrite_same_size_and_times, settings)
+    assert store.jobs() == []
     store.client.close()
 
 

@@ -3,6 +3,7 @@ goes away (with its Redis) when idle, when the code changes, or when told to sto
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -17,7 +18,7 @@ import pytest
 from pipeline.local.warm import SOCKET_NAME
 from pipeline.registry import get_problem
 from tests.conftest import run_reference
-from tests.helpers import command_env, input_text, random_cases
+from tests.helpers import answers, command_env, input_text, random_cases
 
 
 class Warm:
@@ -205,3 +206,35 @@ def test_no_service_is_left_when_warm_seconds_is_zero(tmp_path: Path) -> None:
     assert cold.run("solve", "-q", "-p", "strgame", str(path)) == (0, "Pure\n", "")
     time.sleep(1.0)
     assert cold.log() == "" and not (cold.folder / SOCKET_NAME).exists()
+
+
+def test_the_service_keeps_the_workers_for_the_next_command_with_the_same_settings(
+    warm: Warm, tmp_path: Path
+) -> None:
+    problem = get_problem("pathgame")
+    inputs = []
+    for seed in range(3):  # more than chunk.local_bytes: solved by workers, not the command
+        path = tmp_path / f"p{seed}.in"
+        path.write_text(input_text(problem, random_cases(problem, "random", 400, 1000, seed)))
+        inputs.append(path)
+    expected = [answers(problem, path.read_text()) for path in inputs]
+    status, out, err = warm.run("solve", "-q", "-p", "pathgame", str(inputs[0]))
+    assert (status, out) == (0, expected[0]), err
+    service = warm.wait_until_serving()
+    live = json.loads((warm.folder / "warm-workers.live").read_text())
+    kept = warm.folder / "warm-workers.log"
+
+    status, out, err = warm.run("solve", "-q", "-p", "pathgame", str(inputs[1]))
+    assert (status, out) == (0, expected[1]), err
+    assert kept.read_text().count("succeeded") >= 1  # the kept workers solved it
+    assert not _gone(live["pid"])
+
+    # other settings for the workers: the command starts its own beside them
+    status, out, err = warm.run("solve", "-q", "-p", "pathgame", str(inputs[2]),
+                                GAMEBATCH_MAX_ATTEMPTS="7")  # fmt: skip
+    assert (status, out) == (0, expected[2]), err
+
+    os.kill(service, signal.SIGTERM)  # the service takes its workers with it
+    _wait_gone(service)
+    _wait_gone(live["pid"])
+    assert not (warm.folder / "warm-workers.live").exists()

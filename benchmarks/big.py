@@ -1,0 +1,165 @@
+"""Big inputs end to end (issue 17's targets): a 110 MB strgame file against the reference
+program, a 1 GB pathgame file in MB/s with the peak RSS of every process, tiny boards in cases
+per second after start-up."""
+
+from __future__ import annotations
+
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from benchmarks.run import (
+    Row,
+    fresh_state,
+    run_reference,
+    stop_warm,
+    wait_warm,
+)
+
+_LETTERS = bytes.maketrans(bytes(range(256)), (b"abcdefghijklmnopqrstuvwxyz" * 10)[:256])
+
+
+def random_word_games(path: Path, games: int, letters: int, *, seed: int) -> Path:
+    """strgame: `games` games of random words (1-12 letters of a-z), `letters` in all each
+    (kept between runs)."""
+    if not path.exists():
+        rng = random.Random(seed)
+        with path.open("wb") as out:
+            out.write(f"{games}\n".encode())
+            for _ in range(games):
+                raw = rng.randbytes(letters).translate(_LETTERS)
+                words, pos = [], 0
+                while pos < letters:
+                    words.append(raw[pos : pos + rng.randint(1, 12)])
+                    pos += len(words[-1])
+                out.write(f"{len(words)} {rng.randint(1, 10)}\n".encode() + b"\n".join(words))
+                out.write(b"\n")
+        _settle(path)
+    return path
+
+
+def wide_boards(path: Path, boards: int, width: int, *, seed: int) -> Path:
+    """pathgame: `boards` boards of `width` columns, a black cell in one column of 750."""
+    if not path.exists():
+        rng = random.Random(seed)
+        with path.open("wb") as out:
+            out.write(f"{boards}\n".encode())
+            for _ in range(boards):
+                rows = [bytearray(b"." * width), bytearray(b"." * width)]
+                for column in rng.sample(range(0, width, 3), width // 750):
+                    rows[rng.randrange(2)][column] = ord("#")
+                out.write(bytes(rows[0]) + b" " + bytes(rows[1]) + b"\n")
+        _settle(path)
+    return path
+
+
+def tiny_boards(path: Path, count: int, *, seed: int) -> Path:
+    """pathgame: `count` boards of 1-8 columns (kept between runs)."""
+    if not path.exists():
+        rng = random.Random(seed)
+        cells = [b".", b".", b".", b"#"]
+        with path.open("wb") as out:
+            out.write(f"{count}\n".encode())
+            for _ in range(count):
+                width = rng.randint(1, 8)
+                top = bytearray(b"".join(rng.choices(cells, k=width)))
+                bottom = bytearray(b"." * width)
+                for i in range(width):  # a black below where the top is white, now and then
+                    ok = top[i] == ord(".") and (i == 0 or top[i - 1] == ord("."))
+                    ok = ok and (i + 1 == width or top[i + 1] == ord("."))
+                    if ok and rng.random() < 0.2:
+                        bottom[i] = ord("#")
+                out.write(bytes(top) + b" " + bytes(bottom) + b"\n")
+        _settle(path)
+    return path
+
+
+def _settle(path: Path) -> None:
+    """Date the file an hour back, as a user's input usually is (then `solve` need not hash
+    it twice: see producer.hash_file); its ctime settles in two seconds."""
+    old = time.time() - 3600
+    os.utime(path, (old, old))
+    time.sleep(2.1)
+
+
+def solve_tree(game: str, path: Path, env: dict[str, str], out: Path) -> tuple[float, float]:
+    """`gamebatch solve` of one file: seconds, and the peak RSS (MiB) of the largest process
+    of its tree (the command, its Redis and its workers)."""
+    probe = (
+        "import resource, subprocess, sys, time\n"
+        "start = time.perf_counter()\n"
+        "subprocess.run(sys.argv[1:], check=True)\n"
+        "took = time.perf_counter() - start\n"
+        "print(took, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
+    )
+    full = {k: v for k, v in os.environ.items() if not k.startswith("GAMEBATCH_")}
+    full.update(env)
+    done = subprocess.run(
+        [sys.executable, "-c", probe, sys.executable, "-m", "pipeline.launch", "solve", "-q",
+         "-p", game, str(path), "-o", str(out)], env=full, check=True, capture_output=True,
+        text=True,
+    )  # fmt: skip
+    took, peak = done.stdout.split()
+    return float(took), int(peak) / 1024
+
+
+def big_inputs(data: Path, ref: dict[str, Path] | None, quick: bool) -> list[Row]:
+    """The issue's end-to-end figures, fresh state each run."""
+    rows = []
+    games = 100 if quick else 1000
+    words = random_word_games(data / f"words-{games}.in", games, 10**5, seed=5)
+    mb = words.stat().st_size / 1e6
+    out = Path(tempfile.mkdtemp(prefix="gamebatch-big-")) / "words.out"
+    took = min(solve_tree("strgame", words, fresh_state(), out)[0] for _ in range(2))
+    warm = _warm_time(words, out)
+    if ref is not None:
+        start = time.perf_counter()
+        expected = run_reference(ref["strgame"], words)
+        base = time.perf_counter() - start
+        assert out.read_bytes() == expected, "strgame: answers differ from the reference"
+        name = f"{mb:.0f} MB strgame ({games} games of 10^5 letters, random words), end to end"
+        rows += [
+            Row("big inputs", f"{name}, fresh state", took, base, "s", took / base, "<= 0.3x",
+                took / base <= 0.3, "the reference program alone, single-threaded"),
+            Row("big inputs", f"{name}, with the warm service", warm, base, "s", warm / base,
+                "", None, "a command before left the service (and its workers) running"),
+        ]  # fmt: skip
+    boards = 100 if quick else 1000
+    wide = wide_boards(data / f"wide-{boards}.in", boards, 5 * 10**5, seed=7)
+    mb = wide.stat().st_size / 1e6
+    took, peak = min(solve_tree("pathgame", wide, fresh_state(), out) for _ in range(2))
+    rate = mb / took
+    name = f"{mb:.0f} MB pathgame ({boards} boards of width 5*10^5), end to end, fresh state"
+    rows += [
+        Row("big inputs", name, rate, None, "MB/s", rate, ">= 250 MB/s", rate >= 250,
+            f"{took:.2f} s"),
+        Row("big inputs", f"{name}: peak RSS of the largest process", peak, None, "MiB", peak,
+            "< 256 MiB", peak < 256, "the command, its Redis and every worker process"),
+    ]  # fmt: skip
+    small, large = (10**5, 4 * 10**5) if quick else (10**6, 4 * 10**6)
+    times = {n: min(solve_tree("pathgame", tiny_boards(data / f"tiny-boards-{n}.in", n, seed=n),
+                               fresh_state(), out)[0] for _ in range(2))
+             for n in (small, large)}  # fmt: skip
+    steady = (large - small) / (times[large] - times[small])
+    rows.append(Row("big inputs", f"tiny pathgame boards (width 1-8), steady state: {large} "
+                    f"less {small} boards", steady, None, "cases/s", steady, ">= 5000000 cases/s",
+                    steady >= 5e6, f"{small} in {times[small]:.2f} s, {large} in "
+                    f"{times[large]:.2f} s"))  # fmt: skip
+    return rows
+
+
+def _warm_time(path: Path, out: Path) -> float:
+    """`solve` of `path` on a state folder whose warm service a one-case solve left."""
+    env = fresh_state(warm=60)
+    one = path.with_name("warm-one.in")
+    one.write_text("1\n1 1\na\n")
+    try:
+        solve_tree("strgame", one, env, out)
+        wait_warm(env)
+        return solve_tree("strgame", path, env, out)[0]
+    finally:
+        stop_warm(env)

@@ -1,0 +1,142 @@
+/* The pathgame kernels in C: the producer's scan of boards in a block of input, and the
+ * worker's solve of a chunk given as the bytes of its boards.
+ *
+ * One pass over a board's two rows checks it (only '.' and '#', equal lengths, no column
+ * black in both rows, no black cells of different rows in neighbouring columns: each would
+ * cut every path) and gathers what its Grundy value needs: where the first and the last black
+ * columns are, how many columns are black, and how often consecutive black columns change
+ * rows (see board_value() in games/pathgame.py for why that is enough).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "_scan.h"
+
+/* 0 for '.', 1 (top) or 2 (bottom) for '#', 4 for any other byte. */
+static unsigned char TOP[256], BOTTOM[256];
+
+typedef struct {
+    Py_ssize_t first, last, blacks, changes;
+} Board;
+
+/* 1 when the rows make a valid board (then *b is filled in), else 0. */
+static int read_board(const unsigned char *top, const unsigned char *bottom, Py_ssize_t w,
+                      Board *b) {
+    Py_ssize_t first = -1, last = -1, blacks = 0, changes = 0;
+    unsigned int before = 0, black = 0; /* the previous column's code, the last black one */
+    for (Py_ssize_t i = 0; i < w; i++) {
+        unsigned int code = TOP[top[i]] | BOTTOM[bottom[i]];
+        if (code > 2 || (before ^ code) == 3) return 0; /* a bad byte, or a cut path */
+        before = code;
+        if (code) {
+            if (first < 0) first = i;
+            last = i;
+            blacks++;
+            changes += black && black != code;
+            black = code;
+        }
+    }
+    *b = (Board){first, last, blacks, changes};
+    return 1;
+}
+
+/* One board: 1, 0 (the block ends first), or -1 (not plainly valid). */
+static int scan_case(Scan *s, int64_t *work) {
+    Py_ssize_t t0, t1, b0, b1;
+    int got = scan_token(s, &t0, &t1);
+    if (got <= 0) return got;
+    got = scan_token(s, &b0, &b1);
+    if (got <= 0) return got;
+    Board b;
+    if (t1 - t0 != b1 - b0 || !read_board(s->buf + t0, s->buf + b0, t1 - t0, &b)) return -1;
+    *work = (int64_t)(t1 - t0) + 16; /* games/pathgame.py: work() */
+    return 1;
+}
+
+static PyObject *scan_chunk(PyObject *self, PyObject *args) {
+    return scan_chunk_with(args, scan_case);
+}
+
+/* Grundy values of white runs (games/grundy.py): the tables up to their size, the closed
+ * form beyond. */
+typedef struct {
+    const int32_t *open, *border;
+    Py_ssize_t size;
+} Tables;
+
+static int64_t open_value(const Tables *g, Py_ssize_t w) {
+    return w <= g->size ? g->open[w] : (w & 1);
+}
+
+static int64_t border_value(const Tables *g, Py_ssize_t w) {
+    return w <= g->size ? g->border[w] : w;
+}
+
+static PyObject *solve_slice(PyObject *self, PyObject *args) {
+    Py_buffer view, open, border;
+    Py_ssize_t count;
+    if (!PyArg_ParseTuple(args, "y*ny*y*", &view, &count, &open, &border)) return NULL;
+    PyObject *codes = NULL;
+    if (open.len != border.len || open.len % 4 || open.len == 0 || count < 0) {
+        PyErr_SetString(PyExc_ValueError, "bad tables or count");
+        goto done;
+    }
+    codes = PyBytes_FromStringAndSize(NULL, count);
+    if (codes == NULL) goto done;
+    char *out = PyBytes_AS_STRING(codes);
+    Tables g = {open.buf, border.buf, open.len / 4 - 1};
+    Scan s = {view.buf, view.len, 0, view.len, 1};
+    Py_ssize_t bad = -1;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < count; i++) {
+        Py_ssize_t t0, t1, b0, b1;
+        Board b;
+        if (scan_token(&s, &t0, &t1) != 1 || scan_token(&s, &b0, &b1) != 1 ||
+            t1 - t0 != b1 - b0 || !read_board(s.buf + t0, s.buf + b0, t1 - t0, &b)) {
+            bad = i;
+            break;
+        }
+        Py_ssize_t w = t1 - t0;
+        int64_t value = b.first < 0
+            ? open_value(&g, w)
+            : border_value(&g, b.first) ^ border_value(&g, w - 1 - b.last) ^
+                  ((b.last - b.first + 1 - b.blacks + b.changes) & 1);
+        out[i] = value ? '0' : '1'; /* answer 0 (Snuke) when the first player wins */
+    }
+    if (bad < 0) {
+        Py_ssize_t start, end;
+        if (scan_token(&s, &start, &end) == 1) bad = count;
+    }
+    Py_END_ALLOW_THREADS
+    if (bad >= 0) {
+        PyErr_Format(PyExc_ValueError, bad < count ? "board %zd of the chunk is malformed"
+                                                   : "more than %zd boards in the chunk", bad);
+        Py_CLEAR(codes);
+    }
+done:
+    PyBuffer_Release(&view);
+    PyBuffer_Release(&open);
+    PyBuffer_Release(&border);
+    return codes;
+}
+
+static PyMethodDef methods[] = {
+    {"scan_chunk", scan_chunk, METH_VARARGS,
+     "scan_chunk(block, pos, cases_left, target_work, max_cases, max_token, final, cases, work)"
+     " -> (status, pos, cases, work): boards from pos until the chunk is full"},
+    {"solve_slice", solve_slice, METH_VARARGS,
+     "solve_slice(boards, count, open_table, border_table) -> answer codes (int32 tables)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_pathgame",
+                                    "pathgame kernels in C", -1, methods};
+
+PyMODINIT_FUNC PyInit__pathgame(void) {
+    memset(TOP, 4, sizeof TOP);
+    memset(BOTTOM, 4, sizeof BOTTOM);
+    TOP['.'] = BOTTOM['.'] = 0;
+    TOP['#'] = 1;
+    BOTTOM['#'] = 2;
+    return PyModule_Create(&module);
+}

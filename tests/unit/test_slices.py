@@ -1,0 +1,193 @@
+"""The producer's C path (pipeline/slices.py and the games' C kernels) held against the Python
+reader, chunker and solvers: the same chunks, the same cases, the same answers, and every
+invalid input left to the Python reader."""
+
+from __future__ import annotations
+
+import io
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pipeline import slices
+from pipeline.chunking import chunk_cases
+from pipeline.config import load_settings
+from pipeline.errors import InputError
+from pipeline.memstore import MemoryStore
+from pipeline.messages import SlicePayload, decode_payload
+from pipeline.producer import submit
+from pipeline.reader import read_batches
+from pipeline.registry import get_problem
+from pipeline.tokens import TokenReader
+from tests.helpers import input_text, parse, random_cases
+from tests.unit.test_input_errors import CORPUS
+from workers.runner import Outcome, Policy, cases_of_slice, run_chunk
+
+GAMES = ("strgame", "pathgame")
+SHAPES = {"strgame": ("random", "small", "singles", "long", "wide", "chain", "extreme-k"),
+          "pathgame": ("random", "small", "white", "alternating", "sparse", "width1")}  # fmt: skip
+
+
+def _problem(game: str) -> Any:
+    problem = get_problem(game)
+    if getattr(problem, "scan_chunk", None) is None:
+        pytest.skip(f"the C kernels of {game} were not built")
+    problem.prepare(None)
+    return problem
+
+
+def _messy(text: str, rng: random.Random) -> bytes:
+    """The same tokens with other whitespace between them (and leading zeros on numbers)."""
+    out = []
+    for token in text.split():
+        zeros = "0" * rng.randint(1, 3) if token.isdigit() and rng.random() < 0.2 else ""
+        out.append(zeros + token)
+        out.append(rng.choice([" ", "\n", "\t", "\r\n", "  \x0b", "\x0c\n"]))
+    return ("\n" * rng.randint(0, 2) + "".join(out)).encode()
+
+
+def _python_chunks(problem: Any, data: bytes, target: int, most: int) -> list[tuple[int, list]]:
+    batches = read_batches(problem, TokenReader(io.BytesIO(data), "in"))
+    return [
+        (chunk.first, chunk.cases) for chunk in chunk_cases(batches, problem.work, target, most)
+    ]
+
+
+def _c_chunks(problem: Any, data: bytes, target: int, most: int) -> list[slices.SliceChunk]:
+    limits = slices.Limits(target, most, 1 << 26, 0)
+    return list(slices.slice_chunks(problem.scan_chunk, io.BytesIO(data), limits))
+
+
+@pytest.mark.parametrize("game", GAMES)
+@pytest.mark.parametrize("block", [3, 64, 1 << 20])
+def test_the_c_path_cuts_the_chunks_of_the_python_path(
+    game: str, block: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    problem = _problem(game)
+    monkeypatch.setattr(slices, "BLOCK", block)  # cases and tokens cut across blocks
+    rng = random.Random(block)
+    for seed in range(12):
+        shape = rng.choice(SHAPES[game])
+        cases = random_cases(problem, shape, rng.randint(1, 60), rng.choice((3, 40, 300)), seed)
+        data = _messy(input_text(problem, cases), rng)
+        target, most = rng.choice((1, 50, 500, 10**6)), rng.choice((1, 3, 1000))
+        expected = _python_chunks(problem, data, target, most)
+        found = _c_chunks(problem, data, target, most)
+        assert [(c.index, c.first, c.count) for c in found] == [
+            (i, first, len(chunk)) for i, (first, chunk) in enumerate(expected)
+        ]
+        for piece, (first, chunk) in zip(found, expected, strict=True):
+            payload = SlicePayload(game, first, piece.count, piece.data)
+            decoded = decode_payload(payload.encode())
+            assert decoded == SlicePayload(game, first, piece.count, bytes(piece.data))
+            assert isinstance(decoded, SlicePayload)
+            assert cases_of_slice(problem, decoded) == chunk
+            codes = problem.solve_slice(decoded.data, decoded.count)
+            assert codes.decode() == "".join(str(problem.solve(case)) for case in chunk)
+
+
+@pytest.mark.parametrize("game", GAMES)
+def test_the_c_solvers_agree_with_the_exhaustive_ones(game: str) -> None:
+    problem = _problem(game)
+    rng = random.Random(17)
+    cases = [problem.generate(rng, "small", rng.randint(1, 6)) for _ in range(600)]
+    data = input_text(problem, cases).encode().split(b"\n", 1)[1]
+    codes = problem.solve_slice(data, len(cases))
+    assert codes.decode() == "".join(str(problem.exhaustive(case)) for case in cases)
+
+
+def test_wide_boards_use_the_closed_form_past_the_tables() -> None:
+    problem = _problem("pathgame")
+    rng = random.Random(5)
+    cases = [problem.generate(rng, rng.choice(SHAPES["pathgame"][:5]), width)
+             for width in (1023, 1024, 1025, 1026, 5000, 70000) for _ in range(6)]  # fmt: skip
+    data = input_text(problem, cases).encode().split(b"\n", 1)[1]
+    assert problem.solve_slice(data, len(cases)).decode() == "".join(
+        str(problem.solve(case)) for case in cases
+    )
+
+
+@pytest.mark.parametrize(("game", "data"), [(game, data) for game, data, *_ in CORPUS])
+def test_every_invalid_input_is_left_to_the_python_reader(game: str, data: bytes) -> None:
+    problem = _problem(game)
+    with pytest.raises(slices.Deferred):
+        _c_chunks(problem, data, 100, 10)
+
+
+@pytest.mark.parametrize(
+    ("game", "data", "limits"),
+    [
+        ("strgame", b"1\n1 1\n" + b"a" * 200 + b"\n", slices.Limits(10, 10, 100, 0)),  # token
+        ("strgame", b"1\n1 1\n" + b"a" * 200 + b"\n", slices.Limits(10, 10, 1000, 50)),  # file
+        ("strgame", b"1\n1 +1\na\n", slices.Limits(10, 10, 100, 0)),
+        ("strgame", b"1\n1 1000000001\na\n", slices.Limits(10, 10, 100, 0)),
+        ("strgame", b"1\n1000000000001 1\na\n", slices.Limits(10, 10, 100, 0)),
+        ("pathgame", b"1\n" + b"." * 200 + b" " + b"." * 200, slices.Limits(10, 10, 100, 0)),
+    ],
+)
+def test_limits_and_unusual_numbers_are_left_to_the_python_reader(
+    game: str, data: bytes, limits: slices.Limits
+) -> None:
+    problem = _problem(game)
+    with pytest.raises(slices.Deferred):
+        list(slices.slice_chunks(problem.scan_chunk, io.BytesIO(data), limits))
+
+
+@pytest.mark.parametrize("game", GAMES)
+def test_a_malformed_slice_fails_its_chunk_with_one_reason(game: str) -> None:
+    problem = _problem(game)
+    good = b"1 1\na\n" if game == "strgame" else b"... ...\n"
+    for data, count in [(good, 2), (good + good, 1), (b"x y\n", 1), (b"", 1), (b"5 1\nab\n", 1),
+                        (b"...\n", 1), (b"#. .#\n", 1)]:  # fmt: skip
+        with pytest.raises(ValueError, match="chunk"):
+            problem.solve_slice(data, count)
+        store = MemoryStore()
+        job = f"{game}-" + "b" * 24
+        store.open_job(job, {"problem": game})
+        store.put_chunk(job, 0, SlicePayload(game, 1, count, data).encode())
+        store.finish_production(job, 1, count)
+        assert run_chunk(store, job, 0, Policy(holder="t")) == Outcome.FAILED
+        progress = store.progress(job)
+        assert progress is not None
+        assert [reason for reason in progress.failures] != [], data
+
+
+@pytest.mark.parametrize("game", GAMES)
+def test_a_retried_slice_is_solved_case_by_case_with_the_same_answers(game: str) -> None:
+    problem = _problem(game)
+    cases = random_cases(problem, "random", 30, 40, seed=3)
+    data = input_text(problem, cases).encode().split(b"\n", 1)[1]
+    store = MemoryStore()
+    job = f"{game}-" + "c" * 24
+    store.open_job(job, {"problem": game})
+    store.put_chunk(job, 0, SlicePayload(game, 1, len(cases), data).encode())
+    store.finish_production(job, 1, len(cases))
+    store.begin_chunk(job, 0, "dead", 30)  # a first run died: the next one is careful
+    assert run_chunk(store, job, 0, Policy(holder="t")) == Outcome.SOLVED
+    assert list(store.iter_answers(job, 1)) == ["".join(str(problem.solve(c)) for c in cases)]
+
+
+@pytest.mark.parametrize("game", GAMES)
+def test_submit_queues_slices_and_names_errors_like_the_python_reader(
+    game: str, tmp_path: Path
+) -> None:
+    problem = _problem(game)
+    settings = load_settings(chunk={"target_work": 300})
+    cases = random_cases(problem, "random", 40, 30, seed=9)
+    path = tmp_path / "in.txt"
+    path.write_text(input_text(problem, cases))
+    store, sent = MemoryStore(), []
+    done = submit(problem, path, store, lambda job, i: sent.append(i), settings)
+    payloads = [decode_payload(store.chunk_payload(done.job_id, i) or b"") for i in sent]
+    assert payloads and all(isinstance(p, SlicePayload) for p in payloads)
+    cut = _python_chunks(problem, path.read_bytes(), 300, settings.chunk.max_cases)
+    assert (done.total, done.chunks) == (40, len(cut))
+    bad = path.read_bytes().rstrip() + b" extra\n"  # an error after every case was queued
+    path.write_bytes(bad)
+    with pytest.raises(InputError) as caught:
+        submit(problem, path, MemoryStore(), lambda job, i: None, settings)
+    with pytest.raises(InputError) as python:
+        parse(problem, bad, name=str(path))
+    assert str(caught.value) == str(python.value)
