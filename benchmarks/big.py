@@ -153,12 +153,13 @@ def big_inputs(data: Path, ref: dict[str, Path] | None, quick: bool) -> list[Row
 
 
 def _warm_time(path: Path, out: Path) -> float:
-    """`solve` of `path` on a state folder whose warm service a one-case solve left."""
+    """`solve` of `path` on a state folder whose warm service (with its workers) the solve of
+    a smaller input left."""
     env = fresh_state(warm=60)
-    one = path.with_name("warm-one.in")
-    one.write_text("1\n1 1\na\n")
+    first = path.with_name("warm-first.in")  # over chunk.local_bytes: it needs the workers
+    first.write_text("1\n1 1\n" + "ab" * (400 << 10) + "\n")
     try:
-        solve_tree("strgame", one, env, out)
+        solve_tree("strgame", first, env, out)
         wait_warm(env)
         return solve_tree("strgame", path, env, out)[0]
     finally:

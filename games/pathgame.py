@@ -7,6 +7,7 @@ import re
 from array import array
 from collections.abc import Iterator
 from functools import cache, lru_cache
+from pathlib import Path
 from typing import Any
 
 from games.grundy import BORDER, CROSS, OPEN, SAME, GrundyTables, compute_tables
@@ -37,10 +38,22 @@ def prepare(cache: TableCache | None) -> None:
     cached = cache.get(TABLE_NAME) if cache is not None else None
     tables = GrundyTables.from_bytes(cached) if cached else None
     if tables is None or tables.size < TABLE_SIZE:
-        tables = GrundyTables(compute_tables(TABLE_SIZE))
+        tables = packaged_tables() or GrundyTables(compute_tables(TABLE_SIZE))
         if cache is not None:
             cache.set(TABLE_NAME, tables.to_bytes())
     _tables = tables
+
+
+PACKAGED = Path(__file__).with_name("pathgame_tables.json")  # compute_tables(TABLE_SIZE)
+
+
+def packaged_tables() -> GrundyTables | None:
+    """The tables shipped with the package (computing them takes 0.3 s), when readable."""
+    try:
+        found = GrundyTables.from_bytes(PACKAGED.read_bytes())
+    except OSError:
+        return None
+    return found if found is not None and found.size == TABLE_SIZE else None
 
 
 def tables() -> GrundyTables:

@@ -26,7 +26,7 @@ class ChunkSettings(Section):
     """How cases are grouped into tasks (work is the game's cost estimate of a case)."""
 
     target_work: int = Field(4_000_000, gt=0)
-    max_cases: int = Field(20_000, gt=0)
+    max_cases: int = Field(200_000, gt=0)  # tiny cases: a chunk of 2 MB of input, 15 ms
     window: int = Field(256, ge=0)  # chunks in flight while `solve` produces; 0: no limit
     window_bytes: int = Field(256 << 20, gt=0)  # and their payload bytes at most
     local_cases: int = Field(100_000, ge=0)  # a comparison job this small runs in `grade`
@@ -107,6 +107,9 @@ class Settings(Section):
     warm_seconds: int = Field(600, ge=0)  # idle seconds the warm local service stays; 0: none
     concurrency: int | None = Field(None, gt=0)  # pool processes of `gamebatch worker`
     events: bool = False  # workers send task events (for Flower and `celery events`)
+    # chunks name their place in the input file instead of carrying its bytes, for workers
+    # that see the producer's files (None: yes with the embedded Redis, no with a broker_url)
+    file_payloads: bool | None = None
     queue: str = Field("gamebatch", min_length=1)  # lanes: QUEUE.interactive, QUEUE.bulk
     interactive_max_bytes: int = Field(1 << 20, ge=0)  # inputs up to this size jump the line
     visibility_timeout: int = Field(3600, gt=0)  # seconds before Redis redelivers a message

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import string
 from dataclasses import dataclass
 from typing import Any
@@ -33,7 +34,8 @@ def answer_lines(words: tuple[str, ...], invalid_word: str) -> dict[int, str]:
 # gamebatch version fails the chunk with a clear reason instead of misreading it.
 # 2: strgame strings are joined by spaces (they were joined by newlines).
 # 3: comparison chunks of grading jobs (ComparePayload) beside solving chunks.
-# 4: solving chunks may be the input's own bytes (SlicePayload).
+# 4: solving chunks may be the input's own bytes (SlicePayload) or a place in the input file
+#    (FilePayload).
 FORMAT = 4
 
 
@@ -107,6 +109,51 @@ class SlicePayload:
 
 _HEADER_MAX = 4096  # a slice payload's header line is shorter than this
 
+Identity = tuple[int, int, int, int, int]  # a file's device, inode, size, mtime and ctime (ns)
+
+
+def file_identity(st: os.stat_result) -> Identity:
+    """What a file's stat says of its content: every write changes it (it sets ctime)."""
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+@dataclass(frozen=True)
+class FilePayload:
+    """`count` cases as `length` bytes at `offset` of the input file `path`, which must still
+    be the file of `identity` when a worker reads it."""
+
+    problem: str
+    first: int
+    count: int
+    path: str
+    offset: int
+    length: int
+    identity: Identity
+
+    def encode(self) -> bytes:
+        """Compact JSON."""
+        doc = {"format": FORMAT, "kind": "file", "problem": self.problem, "first": self.first,
+               "count": self.count, "path": self.path, "offset": self.offset,
+               "length": self.length, "identity": list(self.identity)}  # fmt: skip
+        return json.dumps(doc, separators=(",", ":")).encode()
+
+    def read(self) -> SlicePayload:
+        """The cases' bytes, from the file; BadPayload when it is gone or changed."""
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError as exc:
+            raise BadPayload(f"cannot read the input {self.path}: {exc.strerror}") from None
+        try:
+            if file_identity(os.fstat(fd)) != self.identity:
+                raise BadPayload(f"the input {self.path} changed after it was queued: run the"
+                                 " command again")  # fmt: skip
+            data = os.pread(fd, self.length, self.offset)
+        finally:
+            os.close(fd)
+        if len(data) != self.length:
+            raise BadPayload(f"the input {self.path} is shorter than its chunks")
+        return SlicePayload(self.problem, self.first, self.count, data)
+
 
 @dataclass(frozen=True)
 class Segment:
@@ -140,7 +187,7 @@ class ComparePayload:
         return json.dumps(doc, separators=(",", ":")).encode()
 
 
-Payload = ChunkPayload | SlicePayload | ComparePayload
+Payload = ChunkPayload | SlicePayload | FilePayload | ComparePayload
 
 
 def decode_payload(data: bytes) -> Payload:
@@ -152,6 +199,8 @@ def decode_payload(data: bytes) -> Payload:
         version = doc.get("format", 1)
         if version == FORMAT and doc.get("kind") == "compare":
             return _compare_payload(doc)
+        if version == FORMAT and doc.get("kind") == "file":
+            return _file_payload(doc)
         if version == FORMAT and doc.get("kind") == "slice" and newline >= 0:
             count = int(doc["count"])
             if count < 0:
@@ -167,6 +216,19 @@ def decode_payload(data: bytes) -> Payload:
             " run the same gamebatch version on every machine"
         )
     return payload
+
+
+def _file_payload(doc: dict[str, Any]) -> FilePayload:
+    numbers = [int(doc[k]) for k in ("first", "count", "offset", "length")]
+    dev, ino, size, mtime, ctime = (int(v) for v in doc["identity"])
+    identity = (dev, ino, size, mtime, ctime)
+    path = doc["path"]
+    if min(numbers) < 0 or not isinstance(path, str):
+        raise ValueError("a file reference of another shape")
+    if not os.path.isabs(path):
+        raise ValueError("a file reference whose path is not absolute")
+    first, count, offset, length = numbers
+    return FilePayload(str(doc["problem"]), first, count, path, offset, length, identity)
 
 
 def _compare_payload(doc: dict[str, Any]) -> ComparePayload:

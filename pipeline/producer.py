@@ -15,7 +15,7 @@ from pipeline.chunking import Chunk, chunk_cases
 from pipeline.config import Settings
 from pipeline.errors import InputError, JobFailed, JobLost, UsageError
 from pipeline.jobstore import JobCounters, JobState, this_process
-from pipeline.messages import ChunkPayload, SlicePayload
+from pipeline.messages import ChunkPayload, FilePayload, SlicePayload, file_identity
 from pipeline.problem import Problem
 from pipeline.reader import read_batches
 from pipeline.slices import Deferred, Limits, Scanner, SliceChunk, slice_chunks
@@ -48,7 +48,7 @@ class Source(Protocol):
 
 SETTLED_SECONDS = 2.0  # a file unchanged this long before it is hashed: a write shows in stat
 
-Identity = tuple[int, int, int, int, int]  # device, inode, size, mtime and ctime (ns)
+Identity = tuple[int, int, int, int, int]  # see messages.file_identity
 
 
 def checksum(path: Path) -> str:
@@ -76,8 +76,7 @@ def hash_file(path: Path) -> tuple[str, Identity | None]:
     return digest, _identity(after) if settled else None
 
 
-def _identity(st: os.stat_result) -> Identity:
-    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+_identity = file_identity
 
 
 def choose_lane(path: Path, settings: Settings, wanted: str = "auto") -> str:
@@ -184,6 +183,7 @@ class _Production:
         self.problem, self.store, self.send, self.job_id = problem, store, send, job_id
         self.keep_going, self.on_cases = keep_going, on_cases
         self.window: Window | None = None
+        self.file: tuple[str, Identity] | None = None  # chunks as places in this file
         self.answered = store.answered(job_id)  # by an earlier run: not queued again
         self.invalid: list[str] = []
         self.queued = self.total = self.chunks = 0
@@ -198,6 +198,8 @@ class _Production:
         it when it has one; what it defers to is read again by the Python reader (both cut
         the same chunks, so what was queued is queued again)."""
         limits = settings.limits
+        if settings.file_payloads and settled is not None:  # workers read it themselves
+            self.file = (str(path.resolve()), settled)
         scan: Scanner | None = getattr(self.problem, "scan_chunk", None)
         if scan is not None and not self.keep_going:
             cut = Limits(target_work, max_cases, limits.max_token_bytes, limits.max_file_bytes)
@@ -228,7 +230,12 @@ class _Production:
         self.invalid.clear()
 
     def _queue_slice(self, piece: SliceChunk) -> None:
-        payload = SlicePayload(self.problem.name, piece.first, piece.count, piece.data)
+        payload: SlicePayload | FilePayload
+        if self.file is None:
+            payload = SlicePayload(self.problem.name, piece.first, piece.count, piece.data)
+        else:
+            payload = FilePayload(self.problem.name, piece.first, piece.count, self.file[0],
+                                  piece.offset, len(piece.data), self.file[1])  # fmt: skip
         self._put(piece.index, piece.count, payload.encode)
 
     def _put(self, index: int, cases: int, payload: Callable[[], bytes]) -> None:

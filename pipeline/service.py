@@ -50,7 +50,8 @@ class Cluster:
         the same runner and records): small jobs need no worker to start."""
         from workers.runner import Policy, run_chunk
 
-        policy = Policy(this_process(), self.settings.lease_seconds, self.settings.max_attempts)
+        policy = Policy(this_process(), self.settings.lease_seconds, self.settings.max_attempts,
+                        bool(self.settings.file_payloads))  # fmt: skip
 
         def run(job_id: str, index: int) -> None:
             run_chunk(self.store, job_id, index, policy)
@@ -73,6 +74,8 @@ def cluster(settings: Settings, *, workers: bool = True, lazy: bool = True) -> I
         return
     from pipeline.local.cluster import EmbeddedCluster
 
+    if settings.file_payloads is None:  # local workers see this command's files
+        settings = settings.model_copy(update={"file_payloads": True})
     count = (settings.workers or os.cpu_count() or 1) if workers else 0
     state = default_state_dir() if settings.state_dir is None else settings.state_dir
     folder = Path(state) if state else None
@@ -94,6 +97,16 @@ def cluster(settings: Settings, *, workers: bool = True, lazy: bool = True) -> I
             ) from None
         finally:
             store.close()
+
+
+EARLY_WORKERS_BYTES = 32 << 20  # inputs this big start the local workers before hashing
+
+
+def _size(path: Path) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0
 
 
 @dataclass(frozen=True)
@@ -226,7 +239,10 @@ class _SolveRun:
             c.check()
             self.progress.job_done(p.job_id, p.done)
 
-        send = c.run_here() if self._small(item) else c.send
+        small = self._small(item)
+        send = c.run_here() if small else c.send
+        if not small and _size(item.input) >= EARLY_WORKERS_BYTES:
+            c.ensure()  # a big input is likely new work: the workers' start overlaps the hashing
 
         def submit() -> producer.Submitted:
             return producer.submit(

@@ -39,6 +39,7 @@ class SliceChunk:
     first: int  # 1-based number of the first case
     count: int
     data: memoryview
+    offset: int  # where `data` starts in the input
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,7 @@ class _Blocks:
     def __init__(self, stream: Readable, max_bytes: int) -> None:
         self.stream, self.max_bytes = stream, max_bytes
         self.buf, self.final, self.read = b"", False, 0
+        self.base = 0  # where buf starts in the input
 
     def more(self, keep_from: int) -> int:
         """Drop the bytes before `keep_from` and read a block (or learn that none is left);
@@ -67,6 +69,7 @@ class _Blocks:
             raise Deferred  # the reader names the limit
         self.final = not block
         self.buf = self.buf[keep_from:] + block
+        self.base += keep_from
         return keep_from
 
 
@@ -82,7 +85,8 @@ def slice_chunks(scan: Scanner, stream: Readable, limits: Limits) -> Iterator[Sl
             limits.max_token, blocks.final, cases, work,
         )  # fmt: skip
         if status == CHUNK:
-            yield SliceChunk(index, first, cases, memoryview(blocks.buf)[start:pos])
+            yield SliceChunk(index, first, cases, memoryview(blocks.buf)[start:pos],
+                             blocks.base + start)  # fmt: skip
             index, first, start, cases, work = index + 1, first + cases, pos, 0, 0
         elif status == MORE:
             moved = blocks.more(start)

@@ -17,6 +17,7 @@ from pipeline.messages import (
     BadPayload,
     ChunkPayload,
     ComparePayload,
+    FilePayload,
     Payload,
     SlicePayload,
     decode_payload,
@@ -44,6 +45,7 @@ class Policy:
     holder: str = "worker"  # names the lease holder
     lease_seconds: int = 30  # an unrefreshed lease tells others the worker is gone
     max_attempts: int = 3  # runs of a chunk before it is failed as a poison chunk
+    file_payloads: bool = False  # read chunks that name a place in an input file
 
 
 class _Leases:
@@ -137,6 +139,12 @@ def run_chunk(store: Store, job_id: str, index: int, policy: Policy = Policy()) 
                 store.fail_chunk(job_id, index, str(exc))
                 return Outcome.FAILED
         else:
+            if isinstance(payload, FilePayload):
+                try:
+                    payload = _from_file(payload, policy)
+                except BadPayload as exc:
+                    store.fail_chunk(job_id, index, str(exc))
+                    return Outcome.FAILED
             found = _solve_chunk(store, job_id, index, problem, payload, careful=attempt > 1)
             if isinstance(found, Outcome):
                 return found
@@ -145,11 +153,21 @@ def run_chunk(store: Store, job_id: str, index: int, policy: Policy = Policy()) 
     return Outcome.SOLVED if saved else Outcome.DUPLICATE
 
 
+def _from_file(payload: FilePayload, policy: Policy) -> SlicePayload:
+    """The bytes a file reference names, if this worker reads files."""
+    if not policy.file_payloads:
+        raise BadPayload(
+            f"chunk names a place in {payload.path}, and this worker reads only chunks that"
+            " carry their cases (setting file_payloads)"
+        )
+    return payload.read()
+
+
 def _where(store: Store, job_id: str, index: int, payload: Payload) -> str:
     """The case (or cases) a chunk whose worker keeps dying was at."""
     if isinstance(payload, ComparePayload):
         return f"comparison chunk {index}"
-    count = payload.count if isinstance(payload, SlicePayload) else len(payload.cases)
+    count = len(payload.cases) if isinstance(payload, ChunkPayload) else payload.count
     offset = store.cursor(job_id, index)
     if offset is None and count == 1:
         offset = 0

@@ -75,4 +75,5 @@ def alive(pid: int) -> bool:
         command = Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return False
-    return stat.rsplit(")", 1)[-1].split()[0] != "Z" and b"celery" in command
+    worker = b"workers.start" in command or b"celery" in command
+    return stat.rsplit(")", 1)[-1].split()[0] != "Z" and worker

@@ -23,15 +23,14 @@ def _celery_worker(
     events: bool = False,
     extra_env: dict[str, str] | None = None,
 ) -> tuple[list[str], dict[str, str]]:
-    """The command line and environment of a `celery -A workers worker` process."""
+    """The command line and environment of a Celery worker process (`workers.start`)."""
     env = {**os.environ, "GAMEBATCH_BROKER_URL": broker_url, **(extra_env or {})}
     if config:
         env["GAMEBATCH_CONFIG"] = config
     command = [
-        sys.executable, "-m", "celery", "-A", "workers", "worker",
-        "--concurrency", str(concurrency), "--pool", "prefork", "--loglevel", loglevel,
-        "--hostname", f"{name}-{os.getpid()}-{secrets.token_hex(3)}@%h",
-        "--without-gossip", "--without-mingle", *(["--task-events"] if events else []),
+        sys.executable, "-m", "workers.start", "--concurrency", str(concurrency),
+        "--loglevel", loglevel, "--hostname", f"{name}-{os.getpid()}-{secrets.token_hex(3)}@%h",
+        *(["--task-events"] if events else []),
     ]  # fmt: skip
     return command, env
 
@@ -46,7 +45,7 @@ def start_worker(
     extra_env: dict[str, str] | None = None,
     tie_to_parent: bool = False,
 ) -> subprocess.Popen[bytes]:
-    """A `celery -A workers worker` process for `broker_url`, logging to `log`."""
+    """A Celery worker process for `broker_url`, logging to `log`."""
     command, env = _celery_worker(
         broker_url, concurrency, config=config, name=name, extra_env=extra_env
     )

@@ -88,7 +88,15 @@ def _is(*words: str) -> Callable[[str], bool]:
 
 
 REDIS = _is("redis-server")
-CELERY = _is("celery", "worker")
+
+
+def _celery(cmdline: str) -> bool:
+    """A Celery worker process (`workers.start`, or Celery's own command line)."""
+    return "workers.start" in cmdline or ("celery" in cmdline and "worker" in cmdline)
+
+
+CELERY = _celery
+
 PRODUCER = _is("multiprocessing.spawn", "spawn_main")
 
 

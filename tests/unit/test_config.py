@@ -31,7 +31,7 @@ def test_defaults_then_file_then_environment_then_flags(
     monkeypatch.setenv("GAMEBATCH_QUEUE", "from-env")
     settings = load_settings(str(config), workers=5)
     assert (settings.queue, settings.chunk.target_work, settings.workers) == ("from-env", 2000, 5)
-    assert settings.chunk.max_cases == 20_000  # untouched keys keep their defaults
+    assert settings.chunk.max_cases == 200_000  # untouched keys keep their defaults
 
 
 @pytest.mark.parametrize(

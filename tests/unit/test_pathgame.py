@@ -33,6 +33,16 @@ def test_closed_form_equals_the_recurrence_on_the_whole_table() -> None:
         assert tables[kind] == [closed_form(kind, w) for w in range(pathgame.TABLE_SIZE + 1)]
 
 
+def test_the_packaged_tables_are_the_recurrences(monkeypatch: pytest.MonkeyPatch) -> None:
+    packaged = pathgame.packaged_tables()
+    assert packaged is not None
+    assert packaged.tables == compute_tables(pathgame.TABLE_SIZE)
+    monkeypatch.setattr(pathgame, "_tables", None)
+    monkeypatch.setattr(pathgame, "compute_tables", lambda n: pytest.fail("computed"))
+    pathgame.prepare(None)  # loaded from the package, not computed
+    assert pathgame.tables().tables == packaged.tables
+
+
 def test_tables_round_trip_and_reject_other_versions() -> None:
     tables = GrundyTables(compute_tables(40))
     assert GrundyTables.from_bytes(tables.to_bytes()) is not None

@@ -5,18 +5,21 @@ invalid input left to the Python reader."""
 from __future__ import annotations
 
 import io
+import json
+import os
 import random
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from pipeline import slices
+from pipeline import producer, slices
 from pipeline.chunking import chunk_cases
 from pipeline.config import load_settings
 from pipeline.errors import InputError
 from pipeline.memstore import MemoryStore
-from pipeline.messages import SlicePayload, decode_payload
+from pipeline.messages import BadPayload, FilePayload, SlicePayload, decode_payload
 from pipeline.producer import submit
 from pipeline.reader import read_batches
 from pipeline.registry import get_problem
@@ -191,3 +194,67 @@ def test_submit_queues_slices_and_names_errors_like_the_python_reader(
     with pytest.raises(InputError) as python:
         parse(problem, bad, name=str(path))
     assert str(caught.value) == str(python.value)
+
+
+def _settled_input(tmp_path: Path, problem: Any, count: int) -> Path:
+    path = tmp_path / "in.txt"
+    path.write_text(input_text(problem, random_cases(problem, "random", count, 30, seed=11)))
+    old = time.time() - 3600
+    os.utime(path, (old, old))
+    time.sleep(producer.SETTLED_SECONDS + 0.1)  # and ctime, which utime set to now
+    return path
+
+
+def test_chunks_name_their_place_in_the_file_when_workers_read_it(tmp_path: Path) -> None:
+    problem = _problem("pathgame")
+    path = _settled_input(tmp_path, problem, 50)
+    settings = load_settings(chunk={"target_work": 300}, file_payloads=True)
+    store, sent = MemoryStore(), []
+    done = submit(problem, path, store, lambda job, i: sent.append(i), settings)
+    payloads = [decode_payload(store.chunk_payload(done.job_id, i) or b"") for i in sent]
+    assert len(payloads) > 2 and all(isinstance(p, FilePayload) for p in payloads)
+    assert all(len(store.chunk_payload(done.job_id, i) or b"") < 300 for i in sent)
+    reader = Policy(holder="t", file_payloads=True)
+    for i in sent[:-1]:
+        assert run_chunk(store, done.job_id, i, reader) == Outcome.SOLVED
+    # a worker that does not read files refuses the last chunk, with one reason
+    assert run_chunk(store, done.job_id, sent[-1], Policy(holder="t")) == Outcome.FAILED
+    progress = store.progress(done.job_id)
+    assert progress is not None and "setting file_payloads" in str(progress.failures)
+    cases = parse(problem, path.read_bytes())
+    expected = "".join(str(problem.solve(case)) for case in cases)
+    got = "".join(store.iter_answers(done.job_id, len(sent) - 1))
+    assert got == expected[: len(got)] and len(got) > 0
+
+
+def test_a_file_changed_after_it_was_queued_fails_its_chunks(tmp_path: Path) -> None:
+    problem = _problem("strgame")
+    path = _settled_input(tmp_path, problem, 20)
+    settings = load_settings(chunk={"target_work": 300}, file_payloads=True)
+    store, sent = MemoryStore(), []
+    done = submit(problem, path, store, lambda job, i: sent.append(i), settings)
+    path.write_bytes(path.read_bytes().replace(b"a", b"b"))  # same size, other answers
+    assert run_chunk(store, done.job_id, sent[0], Policy(file_payloads=True)) == Outcome.FAILED
+    progress = store.progress(done.job_id)
+    assert progress is not None and "changed after it was queued" in str(progress.failures)
+    fresh = load_settings(chunk={"target_work": 300}, file_payloads=True)
+    again = submit(problem, path, MemoryStore(), lambda job, i: None, fresh)
+    assert again.job_id != done.job_id  # other bytes, another job
+
+
+@pytest.mark.parametrize(
+    "doc",
+    [
+        {"path": "relative/in.txt"},
+        {"offset": -1},
+        {"identity": [1, 2, 3]},
+        {"path": 7},
+    ],
+)
+def test_malformed_file_references_are_bad_payloads(doc: dict[str, Any]) -> None:
+    good = FilePayload("strgame", 1, 1, "/in.txt", 0, 5, (1, 2, 3, 4, 5))
+    assert decode_payload(good.encode()) == good
+    raw = json.loads(good.encode())
+    raw.update(doc)
+    with pytest.raises(BadPayload):
+        decode_payload(json.dumps(raw).encode())
