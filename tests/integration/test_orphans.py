@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -54,14 +56,23 @@ def _kill_and_check(
 ) -> None:
     """Wait until the process has a child of every kind, SIGKILL it, check none outlives it."""
     deadline = time.monotonic() + timeout
-    while True:
-        tree = _tree(process.pid)
-        missing = [k for k, test in kinds.items() if not any(test(c) for _, c in tree.values())]
-        if not missing:
-            break
-        assert process.poll() is None, f"it ended before starting {missing}"
-        assert time.monotonic() < deadline, f"no {missing} among {sorted(tree.values())}"
-        time.sleep(0.05)
+    try:
+        while True:
+            tree = _tree(process.pid)
+            missing = [k for k, test in kinds.items()
+                       if not any(test(c) for _, c in tree.values())]  # fmt: skip
+            if not missing:
+                break
+            assert process.poll() is None, f"it ended before starting {missing}"
+            assert time.monotonic() < deadline, f"no {missing} among {sorted(tree.values())}"
+            time.sleep(0.05)
+    except AssertionError:  # leave nothing running behind a failed test
+        left = _tree(process.pid)  # before it dies: then its children are re-parented
+        process.kill()  # first, so that a supervisor starts nothing again
+        for pid in left:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        raise
     process.kill()
     process.wait()
     deadline = time.monotonic() + GRACE
