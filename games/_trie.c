@@ -186,10 +186,22 @@ static PyObject *outcomes(PyObject *self, PyObject *args) {
 #define MAX_STRINGS 1000000000000LL /* games/strgame.py */
 #define MAX_K 1000000000LL
 
-static int lowercase(const unsigned char *t, Py_ssize_t n) {
-    unsigned char bad = 0;
-    for (Py_ssize_t i = 0; i < n; i++) bad |= (unsigned char)(t[i] - 'a') > 'z' - 'a';
-    return !bad;
+/* The next string of lowercase letters, checked as it is found (one pass): 1; 0 when the
+ * block ends first (a string touching the end of a block that is not final may go on); -1
+ * for any other byte in it, or a string over max_token. */
+static inline int scan_word(Scan *s, Py_ssize_t *start, Py_ssize_t *end) {
+    const unsigned char *b = s->buf;
+    Py_ssize_t p = s->pos, len = s->len;
+    while (p < len && scan_space(b[p])) p++;
+    Py_ssize_t q = p;
+    while (q < len && (unsigned char)(b[q] - 'a') < 26) q++;
+    if (q < len && !scan_space(b[q])) return -1;
+    if (q == p || (q == len && !s->final)) return 0;
+    if (q - p > s->max_token) return -1;
+    *start = p;
+    *end = q;
+    s->pos = q;
+    return 1;
 }
 
 /* `n K`: 1, 0 (the block ends first) or -1 (not plainly valid). */
@@ -210,9 +222,8 @@ static int scan_case(Scan *s, int64_t *work) {
     if (got <= 0) return got;
     for (int64_t i = 0; i < n; i++) {
         Py_ssize_t a, b;
-        got = scan_token(s, &a, &b);
+        got = scan_word(s, &a, &b);
         if (got <= 0) return got;
-        if (!lowercase(s->buf + a, b - a)) return -1;
         letters += b - a;
     }
     *work = letters + n; /* games/strgame.py: work(), the letters and the spaces, plus one */
@@ -237,7 +248,7 @@ static int solve_one(Scan *s, Word **w, Py_ssize_t *room) {
     Py_ssize_t letters = 0;
     for (int64_t i = 0; i < n; i++) {
         Py_ssize_t a, b;
-        if (scan_token(s, &a, &b) != 1 || !lowercase(s->buf + a, b - a)) return -1;
+        if (scan_word(s, &a, &b) != 1) return -1;
         (*w)[i] = (Word){(const char *)s->buf + a, b - a};
         letters += b - a;
     }

@@ -205,41 +205,45 @@ def _settled_input(tmp_path: Path, problem: Any, count: int) -> Path:
     return path
 
 
-def test_chunks_name_their_place_in_the_file_when_workers_read_it(tmp_path: Path) -> None:
-    problem = _problem("pathgame")
-    path = _settled_input(tmp_path, problem, 50)
+def _submitted_by_reference(problem: Any, path: Path) -> tuple[MemoryStore, str, list[int]]:
+    """The input queued as file references: the store, the job and the chunks sent."""
     settings = load_settings(chunk={"target_work": 300}, file_payloads=True)
     store, sent = MemoryStore(), []
     done = submit(problem, path, store, lambda job, i: sent.append(i), settings)
-    payloads = [decode_payload(store.chunk_payload(done.job_id, i) or b"") for i in sent]
+    return store, done.job_id, sent
+
+
+def test_chunks_name_their_place_in_the_file_when_workers_read_it(tmp_path: Path) -> None:
+    problem = _problem("pathgame")
+    path = _settled_input(tmp_path, problem, 50)
+    store, job, sent = _submitted_by_reference(problem, path)
+    payloads = [decode_payload(store.chunk_payload(job, i) or b"") for i in sent]
     assert len(payloads) > 2 and all(isinstance(p, FilePayload) for p in payloads)
-    assert all(len(store.chunk_payload(done.job_id, i) or b"") < 300 for i in sent)
+    assert all(len(store.chunk_payload(job, i) or b"") < 300 for i in sent)
     reader = Policy(holder="t", file_payloads=True)
     for i in sent[:-1]:
-        assert run_chunk(store, done.job_id, i, reader) == Outcome.SOLVED
+        assert run_chunk(store, job, i, reader) == Outcome.SOLVED
     # a worker that does not read files refuses the last chunk, with one reason
-    assert run_chunk(store, done.job_id, sent[-1], Policy(holder="t")) == Outcome.FAILED
-    progress = store.progress(done.job_id)
+    assert run_chunk(store, job, sent[-1], Policy(holder="t")) == Outcome.FAILED
+    progress = store.progress(job)
     assert progress is not None and "setting file_payloads" in str(progress.failures)
     cases = parse(problem, path.read_bytes())
     expected = "".join(str(problem.solve(case)) for case in cases)
-    got = "".join(store.iter_answers(done.job_id, len(sent) - 1))
+    got = "".join(store.iter_answers(job, len(sent) - 1))
     assert got == expected[: len(got)] and len(got) > 0
 
 
 def test_a_file_changed_after_it_was_queued_fails_its_chunks(tmp_path: Path) -> None:
     problem = _problem("strgame")
     path = _settled_input(tmp_path, problem, 20)
-    settings = load_settings(chunk={"target_work": 300}, file_payloads=True)
-    store, sent = MemoryStore(), []
-    done = submit(problem, path, store, lambda job, i: sent.append(i), settings)
+    store, job, sent = _submitted_by_reference(problem, path)
     path.write_bytes(path.read_bytes().replace(b"a", b"b"))  # same size, other answers
-    assert run_chunk(store, done.job_id, sent[0], Policy(file_payloads=True)) == Outcome.FAILED
-    progress = store.progress(done.job_id)
+    assert run_chunk(store, job, sent[0], Policy(file_payloads=True)) == Outcome.FAILED
+    progress = store.progress(job)
     assert progress is not None and "changed after it was queued" in str(progress.failures)
     fresh = load_settings(chunk={"target_work": 300}, file_payloads=True)
     again = submit(problem, path, MemoryStore(), lambda job, i: None, fresh)
-    assert again.job_id != done.job_id  # other bytes, another job
+    assert again.job_id != job  # other bytes, another job
 
 
 @pytest.mark.parametrize(
