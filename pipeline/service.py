@@ -74,7 +74,8 @@ def cluster(settings: Settings, *, workers: bool = True, lazy: bool = True) -> I
         return
     from pipeline.local.cluster import EmbeddedCluster
 
-    if settings.file_payloads is None:  # local workers see this command's files
+    if settings.file_payloads is None and workers:  # its own workers see its files (a
+        # detached `submit` carries the bytes: its input may change before they are read)
         settings = settings.model_copy(update={"file_payloads": True})
     count = (settings.workers or os.cpu_count() or 1) if workers else 0
     state = default_state_dir() if settings.state_dir is None else settings.state_dir

@@ -102,3 +102,23 @@ def test_only_our_own_dead_commands_folders_are_swept(tmp_path: Path) -> None:
                           capture_output=True, text=True, check=False)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert sorted(p.name for p in base.iterdir()) == ["gamebatch-cmd-someone-elses"]
+
+
+def test_solve_passes_file_references_and_submit_the_bytes(tmp_path: Path) -> None:
+    from pipeline import producer, service
+    from pipeline.config import load_settings
+    from pipeline.messages import FilePayload, SlicePayload, decode_payload
+
+    problem = get_problem("pathgame")
+    path = tmp_path / "p.in"
+    path.write_text(input_text(problem, random_cases(problem, "random", 30, 50, seed=2)))
+    old = time.time() - 3600
+    os.utime(path, (old, old))
+    time.sleep(producer.SETTLED_SECONDS + 0.1)  # ctime too
+    kinds = {}
+    for workers, state in ((True, "a"), (False, "b")):  # a waiting command, a detached submit
+        settings = load_settings(state_dir=str(tmp_path / state), warm_seconds=0)
+        with service.cluster(settings, workers=workers) as c:
+            job = producer.submit(problem, path, c.store, lambda j, i: None, c.settings)
+            kinds[workers] = type(decode_payload(c.store.chunk_payload(job.job_id, 0) or b""))
+    assert kinds == {True: FilePayload, False: SlicePayload}
