@@ -15,7 +15,7 @@ from pipeline.chunking import Chunk, chunk_cases
 from pipeline.config import Settings
 from pipeline.errors import InputError, JobFailed, JobLost, UsageError
 from pipeline.jobstore import JobCounters, JobState, this_process
-from pipeline.messages import ChunkPayload, FilePayload, SlicePayload, file_identity
+from pipeline.messages import ChunkPayload, FilePayload, Identity, SlicePayload, file_identity
 from pipeline.problem import Problem
 from pipeline.reader import read_batches
 from pipeline.slices import Deferred, Limits, Scanner, SliceChunk, slice_chunks
@@ -48,8 +48,6 @@ class Source(Protocol):
 
 SETTLED_SECONDS = 2.0  # a file unchanged this long before it is hashed: a write shows in stat
 
-Identity = tuple[int, int, int, int, int]  # see messages.file_identity
-
 
 def checksum(path: Path) -> str:
     """SHA-256 of the file's bytes."""
@@ -70,13 +68,10 @@ def hash_file(path: Path) -> tuple[str, Identity | None]:
         raise UsageError(f"cannot read {path}: {exc.strerror}") from None
     settled = (
         stat.S_ISREG(before.st_mode)
-        and _identity(before) == _identity(after)
+        and file_identity(before) == file_identity(after)
         and time.time() - max(before.st_mtime, before.st_ctime) > SETTLED_SECONDS
     )
-    return digest, _identity(after) if settled else None
-
-
-_identity = file_identity
+    return digest, file_identity(after) if settled else None
 
 
 def choose_lane(path: Path, settings: Settings, wanted: str = "auto") -> str:
@@ -268,7 +263,7 @@ class _StatReader:
 
     def __init__(self, stream: BinaryIO, settled: Identity) -> None:
         self._stream, self._settled = stream, settled
-        self._opened = _identity(os.fstat(stream.fileno()))  # a file put in its place differs
+        self._opened = file_identity(os.fstat(stream.fileno()))  # a file put in its place differs
 
     def read(self, size: int = -1, /) -> bytes:
         """Read."""
@@ -276,7 +271,7 @@ class _StatReader:
 
     def same_as(self, digest: str) -> bool:
         """Whether the file is still the one that was hashed."""
-        now = _identity(os.fstat(self._stream.fileno()))
+        now = file_identity(os.fstat(self._stream.fileno()))
         return self._opened == self._settled == now
 
 

@@ -150,9 +150,7 @@ class Service:
         path = None
         if config is not None:
             path = self.folder / "warm-workers.yaml"
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with os.fdopen(fd, "w") as out:
-                out.write(config)
+            warm_workers.write_private(path, config)
         self.worker = start_worker(self.redis.url, count, self.folder / "warm-workers.log",
                                    config=str(path) if path else None, tie_to_parent=True,
                                    name="warm")  # fmt: skip

@@ -13,13 +13,17 @@ SPEC = "warm-workers.json"  # how the last command that needed workers ran them
 LIVE = "warm-workers.live"  # the warm service's workers: their pid and spec
 
 
-def _write(path: Path, doc: dict[str, Any]) -> None:
-    """Write a small private file whole (readers never see half of it)."""
+def write_private(path: Path, text: str) -> None:
+    """Write a small file only its owner may read, whole (readers never see half of it)."""
     part = path.with_name(path.name + ".part")
     fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # settings: private
     with os.fdopen(fd, "w") as out:
-        json.dump(doc, out)
+        out.write(text)
     part.replace(path)
+
+
+def _write(path: Path, doc: dict[str, Any]) -> None:
+    write_private(path, json.dumps(doc))
 
 
 def _read(path: Path) -> dict[str, Any] | None:
