@@ -1,11 +1,6 @@
-/* The strgame kernel in C: outcomes of the first mover on the trie of a set of strings.
- *
- * Short strings (up to TRIE_LIMIT letters in all): a trie whose edges are kept in a hash
- * table; children are created after their parent, so one pass over the nodes from last to
- * first sees every child before its parent. Long strings, or too many letters for the trie's memory: the method of
- * games/strgame.py (first_player_outcomes): sort the strings, keep the leaves (strings that
- * are no prefix of the next one), and walk the compressed trie given by the common prefixes
- * of neighbouring leaves with an explicit stack. O(L log n). No recursion either way.
+/* The strgame kernel in C: outcomes of the first mover on the trie of a set of strings,
+ * found by splitting the strings by their letters (an MSD radix walk) without building the
+ * trie; and the producer's scan and the worker's solve of cases given as input bytes.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -20,130 +15,144 @@ typedef struct {
     Py_ssize_t n;
 } Word;
 
-static int compare_words(const void *pa, const void *pb) {
-    const Word *a = pa, *b = pb;
-    Py_ssize_t m = a->n < b->n ? a->n : b->n;
-    int c = memcmp(a->s, b->s, (size_t)m);
-    if (c) return c;
-    return (a->n > b->n) - (a->n < b->n);
-}
+/* --- the radix solver: the trie is never built -----------------------------------------
+ *
+ * A node's words are split by their next letter, each letter being a child. A child where
+ * every word ends is a leaf, and a child that one word goes past is a chain down to a leaf:
+ * both are answered at once, from one counting pass. Only the words of the other children
+ * are scattered into buckets (a second pass), and those children are visited one after
+ * another with an explicit stack. A node with one child passes on its child's outcome
+ * flipped, without a frame, and skips the letters all its words share. The visit of a node
+ * stops as soon as it can both win and lose: nothing below can change that. Outcomes are
+ * bits: 1 the mover can force a win, 2 can force a loss (a leaf: 2). */
 
-static Py_ssize_t common_prefix(const Word *a, const Word *b) {
-    Py_ssize_t m = a->n < b->n ? a->n : b->n, i = 0;
-    while (i < m && a->s[i] == b->s[i]) i++;
-    return i;
-}
-
-#define TRIE_LIMIT 1000000 /* letters; the trie takes 13 bytes per letter (16 at most) */
-/* Above this mean length most trie nodes have one child, and sorting is faster (measured on
- * 2*10^5 random letters: the trie 2-5x faster at 4 letters a string, sorting 3x at 64). */
-#define SORT_ABOVE_MEAN_LENGTH 20
-
-enum { AUTO, TRIE, SORTED }; /* the method argument of outcomes() */
-
-/* A trie node. Children are found through a hash table of (parent, letter): 13 bytes per
- * letter in all, where a table of 26 child slots per node takes 104. */
 typedef struct {
-    int32_t parent;
-    unsigned char letter;
-    unsigned char seen; /* bits: 1 a child lost for its mover, 2 a child won, 4 any child */
-} Node;
+    Py_ssize_t end[26]; /* bucket c holds words [c ? end[c - 1] : begin, end[c]) */
+    Py_ssize_t begin, depth;
+    int letter;         /* the next bucket to visit */
+    int flips;          /* 1: an odd number of single-child edges lead from where the node was
+                         * entered down to it */
+    int seen;           /* 1: a child lost for its mover, 2: a child won for its mover */
+} Frame;
 
-static inline size_t slot_of(int32_t parent, unsigned char letter, size_t mask) {
-    uint64_t key = (uint64_t)(uint32_t)parent << 8 | letter;
-    return (size_t)((key * 0x9E3779B97F4A7C15ull) >> 20) & mask;
+typedef struct {
+    Word *tmp; /* room to scatter a node's words into */
+    Frame *frames;
+    Py_ssize_t frames_room;
+} Radix;
+
+/* The outcome of a chain of `edges` single-child edges down to a leaf. */
+static inline int chain_bits(Py_ssize_t edges) { return edges & 1 ? 1 : 2; }
+
+/* Of a node with one child, whose words are [lo, *hi) at `depth`: drop the words that end
+ * here (prefixes of the others) and return how many letters all the others share from
+ * there (the child's one at least). */
+static Py_ssize_t one_child(Word *w, Py_ssize_t lo, Py_ssize_t *hi, Py_ssize_t depth) {
+    Py_ssize_t j = lo;
+    for (Py_ssize_t i = lo; i < *hi; i++)
+        if (w[i].n > depth) w[j++] = w[i];
+    *hi = j;
+    const Word *first = &w[lo];
+    Py_ssize_t shared = first->n - depth;
+    for (Py_ssize_t i = lo + 1; i < j && shared > 0; i++) {
+        Py_ssize_t k = 0, most = w[i].n - depth < shared ? w[i].n - depth : shared;
+        while (k < most && w[i].s[depth + k] == first->s[depth + k]) k++;
+        shared = k;
+    }
+    return shared;
 }
 
-/* Both solvers return can_win | can_lose << 1, or -1 when out of memory. */
-static int solve_trie(const Word *w, Py_ssize_t n, Py_ssize_t letters) {
-    size_t size = 16;
-    while (size < 2 * (size_t)(letters + 1)) size <<= 1; /* at most half full */
-    Node *t = malloc(sizeof(Node) * (size_t)(letters + 1));
-    int32_t *child = calloc(size, sizeof(int32_t)); /* 0: empty (the root is no child) */
-    if (!t || !child) {
-        free(t); free(child);
-        return -1;
-    }
-    int32_t nodes = 1;
-    t[0] = (Node){0, 0, 0};
-    for (Py_ssize_t i = 0; i < n; i++) {
-        int32_t node = 0;
-        for (Py_ssize_t j = 0; j < w[i].n; j++) {
-            unsigned char c = (unsigned char)w[i].s[j];
-            size_t h = slot_of(node, c, size - 1);
-            int32_t k;
-            while ((k = child[h]) && (t[k].parent != node || t[k].letter != c))
-                h = (h + 1) & (size - 1);
-            if (!k) {
-                k = child[h] = nodes++;
-                t[k] = (Node){node, c, 0};
+static int push_frame(Radix *r, Py_ssize_t *top) {
+    if (*top < r->frames_room) return 0;
+    Py_ssize_t room = r->frames_room ? 2 * r->frames_room : 64;
+    Frame *more = realloc(r->frames, sizeof(Frame) * (size_t)room);
+    if (!more) return -1;
+    r->frames = more;
+    r->frames_room = room;
+    return 0;
+}
+
+/* Enter the node of words [lo, hi) at `depth`: its outcome (bits), or -1 when a frame was
+ * pushed for its children, or -2 when out of memory. */
+static int radix_enter(Radix *r, Word *w, Py_ssize_t lo, Py_ssize_t hi, Py_ssize_t depth,
+                       Py_ssize_t *top) {
+    int flips = 0;
+    for (;;) {
+        if (hi - lo == 1) return chain_bits(w[lo].n - depth) ^ (flips ? 3 : 0);
+        Py_ssize_t longer[26] = {0}, last[26]; /* words going past the child; the last one */
+        uint32_t present = 0;
+        for (Py_ssize_t i = lo; i < hi; i++) {
+            Py_ssize_t left = w[i].n - depth;
+            if (left <= 0) continue;
+            int c = (unsigned char)w[i].s[depth] - 'a';
+            present |= 1u << c;
+            if (left > 1) longer[c]++, last[c] = i;
+        }
+        if (present == 0) return 2 ^ (flips ? 3 : 0); /* every word ends here: a leaf */
+        if ((present & (present - 1)) == 0) {
+            Py_ssize_t shared = one_child(w, lo, &hi, depth); /* one letter at least */
+            depth += shared;
+            flips ^= (int)(shared & 1);
+            continue;
+        }
+        int seen = 0, big = 0;
+        for (int c = 0; c < 26; c++) {
+            if (!(present >> c & 1) || longer[c] > 1) {
+                big |= longer[c] > 1;
+                continue;
             }
-            node = k;
+            int child = longer[c] ? chain_bits(w[last[c]].n - depth - 1) : 2;
+            seen |= child ^ 3;
         }
-    }
-    free(child);
-    /* Children are created after their parent: from last to first, each node is complete
-     * when reached, and hands its outcome to its parent. */
-    int result = 0;
-    for (int32_t v = nodes - 1; v >= 0; v--) {
-        unsigned char seen = t[v].seen;
-        int win = seen & 1, lose = (seen & 2) >> 1; /* moving to a child lost/won for it */
-        int outcome = seen & 4 ? win | lose << 1 : 2; /* a leaf: the mover cannot move */
-        if (v == 0) result = outcome;
-        else t[t[v].parent].seen |= (unsigned char)(4 | !(outcome & 1) | !(outcome & 2) << 1);
-    }
-    free(t);
-    return result;
-}
-
-static int solve_sorted(Word *w, Py_ssize_t n) {
-    qsort(w, (size_t)n, sizeof(Word), compare_words);
-    Py_ssize_t m = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        int prefix_of_next = i + 1 < n && w[i + 1].n >= w[i].n &&
-                             memcmp(w[i].s, w[i + 1].s, (size_t)w[i].n) == 0;
-        if (!prefix_of_next) w[m++] = w[i];
-    }
-    Py_ssize_t *depth = malloc(sizeof(Py_ssize_t) * (size_t)(m + 1));
-    char *win = malloc((size_t)(m + 1)), *lose = malloc((size_t)(m + 1));
-    if (!depth || !win || !lose) {
-        free(depth); free(win); free(lose);
+        if (seen == 3 || !big) return seen ^ (flips ? 3 : 0);
+        if (push_frame(r, top) < 0) return -2;
+        Py_ssize_t at[26]; /* where the next word of letter c goes; then its bucket's end */
+        at[0] = lo;
+        for (int c = 1; c < 26; c++) at[c] = at[c - 1] + (longer[c - 1] > 1 ? longer[c - 1] : 0);
+        for (Py_ssize_t i = lo; i < hi; i++) {
+            if (w[i].n - depth <= 1) continue;
+            int c = (unsigned char)w[i].s[depth] - 'a';
+            if (longer[c] > 1) r->tmp[at[c]++] = w[i];
+        }
+        memcpy(w + lo, r->tmp + lo, sizeof(Word) * (size_t)(at[25] - lo));
+        Frame *f = &r->frames[(*top)++];
+        *f = (Frame){.begin = lo, .depth = depth, .letter = 0, .flips = flips, .seen = seen};
+        memcpy(f->end, at, sizeof f->end);
         return -1;
     }
-    Py_ssize_t top = 0;
-    depth[0] = 0; win[0] = 0; lose[0] = 0;
-    for (Py_ssize_t i = 0; i < m; i++) {
-        Py_ssize_t split = i + 1 < m ? common_prefix(&w[i], &w[i + 1]) : 0;
-        Py_ssize_t d = w[i].n;
-        int cw = 0, cl = 1; /* at a leaf the mover cannot move */
-        while (depth[top] > split) {
-            int flip = (int)((d - depth[top] - 1) & 1);
-            win[top] |= cw == flip;
-            lose[top] |= cl == flip;
-            d = depth[top]; cw = win[top]; cl = lose[top];
-            top--;
-        }
-        int flip = (int)((d - split - 1) & 1);
-        if (depth[top] == split) {
-            win[top] |= cw == flip;
-            lose[top] |= cl == flip;
-        } else {
-            top++;
-            depth[top] = split; win[top] = cw == flip; lose[top] = cl == flip;
-        }
-    }
-    int result = win[0] | (lose[0] << 1);
-    free(depth); free(win); free(lose);
-    return result;
 }
 
-static PyObject *outcomes(PyObject *self, PyObject *args) {
-    PyObject *arg;
-    int method = AUTO;
-    if (!PyArg_ParseTuple(args, "U|i", &arg, &method)) return NULL;
+/* can_win | can_lose << 1 of the words' trie; `tmp` has room for n words; -1 when out of
+ * memory. */
+static int solve_radix(Radix *r, Word *w, Py_ssize_t n) {
+    Py_ssize_t top = 0;
+    int bits = radix_enter(r, w, 0, n, 0, &top);
+    for (;;) {
+        if (bits == -2) return -1;
+        if (bits >= 0) {
+            if (top == 0) return bits;
+            r->frames[top - 1].seen |= bits ^ 3;
+        }
+        Frame *f = &r->frames[top - 1];
+        Py_ssize_t start = f->letter ? f->end[f->letter - 1] : f->begin;
+        while (f->letter < 26 && f->end[f->letter] == start) f->letter++;
+        if (f->seen == 3 || f->letter == 26) { /* done: nothing below changes it now */
+            bits = f->seen ^ (f->flips ? 3 : 0);
+            top--;
+            continue;
+        }
+        Py_ssize_t stop = f->end[f->letter++]; /* two words or more */
+        bits = radix_enter(r, w, start, stop, f->depth + 1, &top);
+    }
+}
+
+static PyObject *outcomes(PyObject *self, PyObject *arg) {
     Py_ssize_t len;
-    const char *text = PyUnicode_AsUTF8AndSize(arg, &len);
-    if (text == NULL) return NULL;
+    const char *text = PyUnicode_Check(arg) ? PyUnicode_AsUTF8AndSize(arg, &len) : NULL;
+    if (text == NULL) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "outcomes() takes a str");
+        return NULL;
+    }
     if (len == 0) {
         PyErr_SetString(PyExc_ValueError, "no strings");
         return NULL;
@@ -160,7 +169,12 @@ static PyObject *outcomes(PyObject *self, PyObject *args) {
          p = memchr(p + 1, ' ', (size_t)(text + len - p - 1)))
         n++;
     Word *w = PyMem_RawMalloc(sizeof(Word) * (size_t)n);
-    if (w == NULL) return PyErr_NoMemory();
+    Radix r = {PyMem_RawMalloc(sizeof(Word) * (size_t)n), NULL, 0};
+    if (w == NULL || r.tmp == NULL) {
+        PyMem_RawFree(w);
+        PyMem_RawFree(r.tmp);
+        return PyErr_NoMemory();
+    }
     const char *start = text, *end = text + len;
     for (Py_ssize_t i = 0; i < n; i++) {
         const char *nl = memchr(start, ' ', (size_t)(end - start));
@@ -169,14 +183,13 @@ static PyObject *outcomes(PyObject *self, PyObject *args) {
         w[i].n = stop - start;
         start = stop + 1;
     }
-    Py_ssize_t letters = len - (n - 1);
-    if (method == AUTO)
-        method = letters <= TRIE_LIMIT && letters <= SORT_ABOVE_MEAN_LENGTH * n ? TRIE : SORTED;
     int result;
     Py_BEGIN_ALLOW_THREADS
-    result = method == TRIE ? solve_trie(w, n, letters) : solve_sorted(w, n);
+    result = solve_radix(&r, w, n);
     Py_END_ALLOW_THREADS
     PyMem_RawFree(w);
+    PyMem_RawFree(r.tmp);
+    free(r.frames);
     if (result < 0) return PyErr_NoMemory();
     return PyLong_FromLong(result);
 }
@@ -204,6 +217,77 @@ static inline int scan_word(Scan *s, Py_ssize_t *start, Py_ssize_t *end) {
     return 1;
 }
 
+/* Whole 64-byte blocks of strings at a time (SSE2): the strings of a case are mostly read
+ * here, the last one or two and anything unusual by scan_word. A block is taken only when it
+ * holds nothing but letters and whitespace and fewer string starts than remain; the scan
+ * stops at a string's start (never inside one), so scan_word goes on from there. */
+#if defined(__SSE2__) && defined(__GNUC__)
+#include <emmintrin.h>
+#define FAST_WORDS 1
+
+/* Bit i of *letters: byte i is a-z; of *spaces: byte i is whitespace (scan_space). */
+static inline void classify64(const unsigned char *p, uint64_t *letters, uint64_t *spaces) {
+    const __m128i a = _mm_set1_epi8('a'), z = _mm_set1_epi8(25);
+    const __m128i tab = _mm_set1_epi8('\t'), cr = _mm_set1_epi8('\r' - '\t');
+    const __m128i blank = _mm_set1_epi8(' ');
+    uint64_t l = 0, sp = 0;
+    for (int i = 0; i < 4; i++) {
+        __m128i v = _mm_loadu_si128((const __m128i *)(p + 16 * i));
+        __m128i off = _mm_sub_epi8(v, a), ctl = _mm_sub_epi8(v, tab);
+        __m128i is_letter = _mm_cmpeq_epi8(_mm_min_epu8(off, z), off);
+        __m128i is_space = _mm_or_si128(_mm_cmpeq_epi8(v, blank),
+                                        _mm_cmpeq_epi8(_mm_min_epu8(ctl, cr), ctl));
+        l |= (uint64_t)(uint16_t)_mm_movemask_epi8(is_letter) << (16 * i);
+        sp |= (uint64_t)(uint16_t)_mm_movemask_epi8(is_space) << (16 * i);
+    }
+    *letters = l;
+    *spaces = sp;
+}
+
+/* Where the strings of a case are passed in blocks: s->pos, the strings passed, and for
+ * each a start and an end when `w` is given (it has room for `n`). */
+typedef struct {
+    Py_ssize_t pos;
+    int64_t passed, letters;
+} Passed;
+
+/* Pass whole blocks of the `n` strings that start at s->pos (which is not inside one). */
+static Passed pass_blocks(const Scan *s, int64_t n, Word *w) {
+    const unsigned char *b = s->buf;
+    Py_ssize_t p = s->pos, open = p; /* open: where the string running into p starts */
+    int64_t passed = 0, letters = 0;
+    uint64_t carry = 0;               /* 1: the byte before p is a letter */
+    while (p + 64 <= s->len && s->max_token >= 64) {
+        uint64_t l, sp;
+        classify64(b + p, &l, &sp);
+        uint64_t starts = l & ~(l << 1 | carry);
+        int count = __builtin_popcountll(starts);
+        if (~(l | sp) || passed + count >= n || (carry && p + 64 - open > s->max_token))
+            break; /* the scalar scan judges it, or ends the last string */
+        if (w) {
+            uint64_t ends = ~l & (l << 1 | carry); /* a string ends before bit i */
+            int64_t k = passed;
+            for (uint64_t m = starts; m; m &= m - 1)
+                w[k++].s = (const char *)b + p + __builtin_ctzll(m);
+            k = passed - (int64_t)carry;
+            for (uint64_t m = ends; m; m &= m - 1, k++)
+                w[k].n = (const char *)b + p + __builtin_ctzll(m) - w[k].s;
+        }
+        if (starts) open = p + 63 - __builtin_clzll(starts);
+        passed += count;
+        letters += __builtin_popcountll(l);
+        carry = l >> 63;
+        p += 64;
+    }
+    if (carry) { /* give back the string running on: the scalar scan reads it whole */
+        passed--;
+        letters -= p - open;
+        p = open;
+    }
+    return (Passed){p, passed, letters};
+}
+#endif
+
 /* `n K`: 1, 0 (the block ends first) or -1 (not plainly valid). */
 static int scan_head(Scan *s, int64_t *n, int64_t *k) {
     Py_ssize_t a, b;
@@ -217,10 +301,16 @@ static int scan_head(Scan *s, int64_t *n, int64_t *k) {
 
 /* One case: `n K` and n strings of lowercase letters. */
 static int scan_case(Scan *s, int64_t *work) {
-    int64_t n, k, letters = 0;
+    int64_t n, k, letters = 0, i = 0;
     int got = scan_head(s, &n, &k);
     if (got <= 0) return got;
-    for (int64_t i = 0; i < n; i++) {
+#ifdef FAST_WORDS
+    Passed fast = pass_blocks(s, n, NULL);
+    s->pos = fast.pos;
+    i = fast.passed;
+    letters = fast.letters;
+#endif
+    for (; i < n; i++) {
         Py_ssize_t a, b;
         got = scan_word(s, &a, &b);
         if (got <= 0) return got;
@@ -234,26 +324,43 @@ static PyObject *scan_chunk(PyObject *self, PyObject *args) {
     return scan_chunk_with(args, scan_case);
 }
 
+/* The words of the case being solved, and the radix solver's room; both grow as needed. */
+typedef struct {
+    Word *w;
+    Py_ssize_t room;
+    Radix radix;
+} Solving;
+
+/* Room for `n` words in both arrays: 0, or -1 when out of memory. */
+static int make_room(Solving *g, Py_ssize_t n) {
+    if (n <= g->room) return 0;
+    Py_ssize_t room = g->room * 2 > n ? g->room * 2 : n;
+    Word *w = realloc(g->w, sizeof(Word) * (size_t)room);
+    if (w) g->w = w;
+    Word *tmp = realloc(g->radix.tmp, sizeof(Word) * (size_t)room);
+    if (tmp) g->radix.tmp = tmp;
+    if (!w || !tmp) return -1;
+    g->room = room;
+    return 0;
+}
+
 /* The answer code of one case ('0' Pure, '1' Dirty), or -1 for a malformed case, -2 when
- * out of memory. `w` grows as needed. */
-static int solve_one(Scan *s, Word **w, Py_ssize_t *room) {
+ * out of memory. */
+static int solve_one(Scan *s, Solving *g) {
     int64_t n, k;
     if (scan_head(s, &n, &k) != 1 || n > s->len) return -1; /* a string takes a byte at least */
-    if (n > *room) {
-        Word *more = realloc(*w, sizeof(Word) * (size_t)n);
-        if (!more) return -2;
-        *w = more;
-        *room = n;
-    }
-    Py_ssize_t letters = 0;
-    for (int64_t i = 0; i < n; i++) {
+    for (int64_t i = 0; i < n;) {
+        if (i == g->room && make_room(g, i < 1024 ? 1024 : 2 * i) < 0) return -2;
+#ifdef FAST_WORDS
+        Passed fast = pass_blocks(s, (n < g->room ? n : g->room) - i, g->w + i);
+        s->pos = fast.pos;
+        i += fast.passed; /* still below n and the room */
+#endif
         Py_ssize_t a, b;
         if (scan_word(s, &a, &b) != 1) return -1;
-        (*w)[i] = (Word){(const char *)s->buf + a, b - a};
-        letters += b - a;
+        g->w[i++] = (Word){(const char *)s->buf + a, b - a};
     }
-    int trie = letters <= TRIE_LIMIT && letters <= SORT_ABOVE_MEAN_LENGTH * n;
-    int bits = trie ? solve_trie(*w, n, letters) : solve_sorted(*w, n);
+    int bits = solve_radix(&g->radix, g->w, n);
     if (bits < 0) return -2;
     int can_win = bits & 1, can_lose = bits >> 1 & 1;
     return can_win && (can_lose || k % 2 == 1) ? '0' : '1';
@@ -271,12 +378,12 @@ static PyObject *solve_slice(PyObject *self, PyObject *args) {
     }
     char *out = PyBytes_AS_STRING(codes);
     Scan s = {view.buf, view.len, 0, view.len, 1};
-    Word *w = NULL;
-    Py_ssize_t room = 0, at = 0;
+    Solving g = {NULL, 0, {NULL, NULL, 0}};
+    Py_ssize_t at = 0;
     int code = 0;
     Py_BEGIN_ALLOW_THREADS
     for (; at < count; at++) {
-        code = solve_one(&s, &w, &room);
+        code = solve_one(&s, &g);
         if (code < 0) break;
         out[at] = (char)code;
     }
@@ -285,7 +392,9 @@ static PyObject *solve_slice(PyObject *self, PyObject *args) {
         if (scan_token(&s, &a, &b) == 1) code = -3;
     }
     Py_END_ALLOW_THREADS
-    free(w);
+    free(g.w);
+    free(g.radix.tmp);
+    free(g.radix.frames);
     PyBuffer_Release(&view);
     if (code < 0) {
         Py_DECREF(codes);
@@ -298,9 +407,8 @@ static PyObject *solve_slice(PyObject *self, PyObject *args) {
 }
 
 static PyMethodDef methods[] = {
-    {"outcomes", outcomes, METH_VARARGS,
-     "outcomes(strings joined by spaces, method=0) -> can_win | can_lose << 1\n"
-     "method: 0 chooses, 1 the trie, 2 sorting (for tests)"},
+    {"outcomes", outcomes, METH_O,
+     "outcomes(strings joined by spaces) -> can_win | can_lose << 1"},
     {"scan_chunk", scan_chunk, METH_VARARGS,
      "scan_chunk(block, pos, cases_left, target_work, max_cases, max_token, final, cases, work)"
      " -> (status, pos, cases, work): cases from pos until the chunk is full"},

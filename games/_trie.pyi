@@ -1,6 +1,6 @@
 """Type stub of the optional C kernels of strgame (games/_trie.c)."""
 
-def outcomes(text: str, method: int = 0, /) -> int: ...
+def outcomes(text: str, /) -> int: ...
 def scan_chunk(
     block: bytes | bytearray | memoryview,
     pos: int,

@@ -58,6 +58,20 @@ class Cluster:
 
         return run
 
+    def run_when_busy(self) -> producer.Send:
+        """A `send` that runs the chunk in this process while messages already wait in the
+        queue (the workers are busy, or still starting: this process has a core to spare),
+        and queues it otherwise. Each chunk is either queued or run here, never both."""
+        run = self.run_here()
+
+        def share(job_id: str, index: int) -> None:
+            if self.queued_messages() > 0:
+                run(job_id, index)
+            else:
+                self.send(job_id, index)
+
+        return share
+
     def queued_messages(self) -> int:
         """Messages waiting in every lane."""
         return queued_messages(self.store, self.settings)
@@ -240,8 +254,9 @@ class _SolveRun:
             c.check()
             self.progress.job_done(p.job_id, p.done)
 
-        small = self._small(item)
-        send = c.run_here() if small else c.send
+        here = self._here(item)
+        small = here and _size(item.input) <= c.settings.chunk.local_bytes
+        send = c.run_here() if small else c.run_when_busy() if here else c.send
         if not small and _size(item.input) >= EARLY_WORKERS_BYTES:
             c.ensure()  # a big input is likely new work: the workers' start overlaps the hashing
 
@@ -256,17 +271,13 @@ class _SolveRun:
 
         return producer.retry_when_lost(submit, item.input, self.report)
 
-    def _small(self, item: FileJob) -> bool:
-        """Solved by this command itself: a small input, when the cluster is local and the
-        game says its solver cannot take the process down with it (`in_process`)."""
+    def _here(self, item: FileJob) -> bool:
+        """Whether this command may solve chunks itself: when the cluster is local and the
+        game says its solver cannot take the process down with it (`in_process`). It then
+        solves a small input whole, and a larger one's chunks while its workers are busy."""
         if not self.c.local_workers or item.source is not None:
             return False
-        if not getattr(self.problem, "in_process", False):
-            return False
-        try:
-            return os.stat(item.input).st_size <= self.c.settings.chunk.local_bytes
-        except OSError:
-            return False
+        return bool(getattr(self.problem, "in_process", False))
 
     def collect(self, item: FileJob, job: producer.Submitted) -> int:
         """Write one file's result, reading the input again when Redis lost the job; the

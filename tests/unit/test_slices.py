@@ -21,7 +21,7 @@ from pipeline.errors import InputError
 from pipeline.memstore import MemoryStore
 from pipeline.messages import BadPayload, FilePayload, SlicePayload, decode_payload
 from pipeline.producer import submit
-from pipeline.reader import read_batches
+from pipeline.reader import read_batches, read_cases
 from pipeline.registry import get_problem
 from pipeline.tokens import TokenReader
 from tests.helpers import input_text, parse, random_cases
@@ -89,6 +89,53 @@ def test_the_c_path_cuts_the_chunks_of_the_python_path(
             assert cases_of_slice(problem, decoded) == chunk
             codes = problem.solve_slice(decoded.data, decoded.count)
             assert codes.decode() == "".join(str(problem.solve(case)) for case in chunk)
+
+
+def _long_strgame_input(rng: random.Random) -> bytes:
+    """strgame cases of many strings (the block scan's work), some of them longer than a
+    block, with any whitespace, and now and then one byte that is not allowed."""
+    spaces = [b" ", b"\n", b"\t", b"\r\n", b"\x0b", b"\x0c", b"  \n"]
+    cases = []
+    for _ in range(rng.randint(1, 4)):
+        words = [bytes(rng.choices(b"abz", k=rng.choice((1, 2, 5, 63, 64, 65, 130))))
+                 for _ in range(rng.randint(1, 300))]  # fmt: skip
+        body = b"".join(word + rng.choice(spaces) for word in words)
+        cases.append(b"%d %d\n" % (len(words), rng.randint(1, 9)) + body)
+    data = bytearray(b"%d\n" % len(cases) + b"".join(cases))
+    if rng.random() < 0.3:
+        data[rng.randrange(3, len(data))] = rng.choice(b"A0#\x00\xff")
+    return bytes(data)
+
+
+def test_the_block_scan_reads_long_cases_like_the_python_reader() -> None:
+    problem = _problem("strgame")
+    rng = random.Random(29)
+    for _ in range(300):
+        data = _long_strgame_input(rng)
+        max_token = rng.choice((64, 65, 100, 1 << 26))
+        try:
+            tokens = TokenReader(io.BytesIO(data), "in", max_token=max_token)
+            expected = [found.case for found in read_cases(problem, tokens)]
+        except InputError as exc:
+            with pytest.raises(slices.Deferred):
+                list(slices.slice_chunks(problem.scan_chunk, io.BytesIO(data),
+                                         slices.Limits(10**9, 10**6, max_token, 0)))  # fmt: skip
+            if "longer than the limit" not in str(exc):  # workers read slices without one
+                head, body = data.split(b"\n", 1)
+                with pytest.raises(ValueError, match="malformed"):
+                    problem.solve_slice(body, int(head))
+            continue
+        start = data.index(b"\n")  # the work the scan counts is the reader's
+        _, _, cases, work = problem.scan_chunk(data, start, len(expected), 1 << 60, 1 << 30,
+                                               max_token, True, 0, 0)  # fmt: skip
+        assert (cases, work) == (len(expected), sum(map(problem.work, expected)))
+        target = rng.choice((50, 300, 3000))  # chunks cut by the strings' work
+        found = list(slices.slice_chunks(problem.scan_chunk, io.BytesIO(data),
+                                         slices.Limits(target, 10**6, max_token, 0)))  # fmt: skip
+        chunks = _python_chunks(problem, data, target, 10**6)
+        assert [(c.first, c.count) for c in found] == [(f, len(c)) for f, c in chunks]
+        codes = b"".join(problem.solve_slice(c.data, c.count) for c in found)
+        assert codes.decode() == "".join(str(problem.solve(case)) for case in expected)
 
 
 @pytest.mark.parametrize("game", GAMES)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import random
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -28,16 +27,7 @@ def test_crlf_and_blank_lines_read_like_plain_text() -> None:
 
 KERNELS = {"python": strgame.outcomes_in_python}
 if hasattr(strgame, "_trie"):
-    KERNELS["c"] = strgame._outcomes_in_c  # chooses the trie or sorting by the strings' lengths
-
-    def _forced(method: int) -> Callable[[str], tuple[bool, bool]]:
-        def outcomes(text: str) -> tuple[bool, bool]:
-            bits = strgame._trie.outcomes(text, method)
-            return bool(bits & 1), bool(bits & 2)
-
-        return outcomes
-
-    KERNELS["c-trie"], KERNELS["c-sorted"] = _forced(1), _forced(2)
+    KERNELS["c"] = strgame._outcomes_in_c  # the radix walk
 
 
 @pytest.fixture(params=sorted(KERNELS))
@@ -61,11 +51,39 @@ def test_the_c_kernel_is_built_where_a_compiler_is() -> None:
 
 
 @pytest.mark.skipif("c" not in KERNELS, reason="the C kernel is not built")
-@pytest.mark.parametrize("method", [0, 1, 2])
-def test_the_c_kernel_refuses_other_bytes(method: int) -> None:
+def test_the_c_kernel_refuses_other_bytes() -> None:
     for text in ("aB", "a\nb", "a z\x00", "\u00e9"):
         with pytest.raises(ValueError, match="lowercase"):
-            strgame._trie.outcomes(text, method)
+            strgame._trie.outcomes(text)
+
+
+def _tricky_games(rng: random.Random) -> list[list[str]]:
+    """Shapes that exercise the radix walk's shortcuts: shared prefixes skipped at once,
+    duplicates, words that end inside others, a node whose visit stops early, deep combs."""
+
+    def word(letters: str, most: int) -> str:
+        return "".join(rng.choices(letters, k=rng.randint(1, most)))
+
+    prefix = word("ab", 40)
+    return [
+        [prefix + word("ab", 3) for _ in range(rng.randint(2, 9))],
+        [w for w in [word("abc", 6) for _ in range(20)] for _ in range(rng.randint(1, 3))],
+        [prefix[:i] for i in range(1, len(prefix) + 1)] + [prefix + "z"],
+        ["a" * i + "b" for i in range(rng.randint(1, 60))] + [word("ab", 8)],
+        [word("a", 30) for _ in range(rng.randint(2, 6))],
+        [word("abcdefghijklmnopqrstuvwxyz", 3) for _ in range(rng.randint(2, 400))],
+    ]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_kernels_agree_on_tricky_shapes(seed: int) -> None:
+    rng = random.Random(seed)
+    for _ in range(150):
+        for words in _tricky_games(rng):
+            text = " ".join(words)
+            assert {name: k(text) for name, k in KERNELS.items()} == {
+                name: first_player_outcomes(words) for name in KERNELS
+            }, words
 
 
 def test_kernels_agree_on_large_games() -> None:
