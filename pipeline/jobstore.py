@@ -162,6 +162,7 @@ class JobStore:
         self._abandoned = client.register_script(script("abandoned"))
         self._finish = client.register_script(script("finish_production"))
         self._open = client.register_script(script("open_job"))
+        self._take = client.register_script(script("take_message"))
 
     @classmethod
     def check_url(cls, url: str) -> None:
@@ -407,6 +408,12 @@ class JobStore:
     def queue_length(self, queue: str) -> int:
         """Messages waiting in a Celery queue of the Redis transport."""
         return int(self.client.llen(queue))
+
+    def take_message(self, queues: list[str], task_ids: list[str]) -> str | None:
+        """Take the newest message off the first of these queues whose newest message is one
+        of these tasks' (no worker has taken it): that task's id, or None."""
+        found = self._take(keys=queues, args=task_ids)
+        return None if found is None else str(found, "ascii")
 
     def iter_answers(self, job_id: str, chunks: int) -> Iterator[str]:
         """Every chunk's answers in chunk order, a batch of chunks per round trip."""

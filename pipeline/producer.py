@@ -22,7 +22,7 @@ from pipeline.slices import Deferred, Limits, Scanner, SliceChunk, slice_chunks
 from pipeline.store import Store
 from pipeline.tokens import TokenReader
 
-Send = Callable[[str, int], None]  # queue a task for (job id, chunk index)
+Send = Callable[[str, int], object]  # queue a task for (job id, chunk index); returns ignored
 
 
 @dataclass(frozen=True)

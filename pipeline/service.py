@@ -7,13 +7,13 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, partial
 from pathlib import Path
 from typing import TextIO
 
 from pipeline import collector, escape, files, keys, producer
 from pipeline.collector import INVALID_WORD
-from pipeline.config import Settings, default_state_dir, worker_settings
+from pipeline.config import LANES, Settings, default_state_dir, lane_queue, worker_settings
 from pipeline.errors import GamebatchError, InputError, JobLost, UnknownJob
 from pipeline.jobstore import JobCounters, JobState, JobStore, this_process
 from pipeline.local import producers
@@ -21,6 +21,7 @@ from pipeline.problem import Problem
 from pipeline.progress import ProgressBar
 from pipeline.recovery import Recovery, queued_messages
 from pipeline.registry import get_problem
+from pipeline.sharing import Sharing
 
 
 @dataclass
@@ -36,11 +37,15 @@ class Cluster:
     def send(self, job_id: str, index: int) -> None:
         """Queue one chunk task, in its job's lane (local workers start with the first one;
         Celery is loaded only then)."""
+        self.queue(job_id, index)
+
+    def queue(self, job_id: str, index: int) -> str:
+        """`send`, saying the task's id."""
         self.ensure()
-        self._queue(job_id, index)
+        return self._queue(job_id, index)
 
     @cached_property
-    def _queue(self) -> producer.Send:
+    def _queue(self) -> Callable[[str, int], str]:
         from workers.celery_app import create_app, lane_sender
 
         return lane_sender(create_app(self.settings), self.store, self.settings)
@@ -58,19 +63,11 @@ class Cluster:
 
         return run
 
-    def run_when_busy(self) -> producer.Send:
-        """A `send` that runs the chunk in this process while messages already wait in the
-        queue (the workers are busy, or still starting: this process has a core to spare),
-        and queues it otherwise. Each chunk is either queued or run here, never both."""
-        run = self.run_here()
-
-        def share(job_id: str, index: int) -> None:
-            if self.queued_messages() > 0:
-                run(job_id, index)
-            else:
-                self.send(job_id, index)
-
-        return share
+    def sharing(self) -> Sharing:
+        """This command's share of the chunks it queues for its local workers."""
+        queues = [lane_queue(self.settings, lane) for lane in LANES]
+        return Sharing(self.queue, self.run_here(), self.queued_messages,
+                       lambda ids: self.store.take_message(queues, ids))  # fmt: skip
 
     def queued_messages(self) -> int:
         """Messages waiting in every lane."""
@@ -256,7 +253,7 @@ class _SolveRun:
 
         here = self._here(item)
         small = here and _size(item.input) <= c.settings.chunk.local_bytes
-        send = c.run_here() if small else c.run_when_busy() if here else c.send
+        send = c.run_here() if small else self.sharing.send if here else c.send
         if not small and _size(item.input) >= EARLY_WORKERS_BYTES:
             c.ensure()  # a big input is likely new work: the workers' start overlaps the hashing
 
@@ -270,6 +267,11 @@ class _SolveRun:
             )  # fmt: skip
 
         return producer.retry_when_lost(submit, item.input, self.report)
+
+    @cached_property
+    def sharing(self) -> Sharing:
+        """The chunks this command shares with its local workers."""
+        return self.c.sharing()
 
     def _here(self, item: FileJob) -> bool:
         """Whether this command may solve chunks itself: when the cluster is local and the
@@ -286,7 +288,7 @@ class _SolveRun:
             try:
                 _, invalid = collect(
                     self.c, self.problem, job.job_id, item.output, timeout=None,
-                    progress=self.progress,
+                    progress=self.progress, idle=partial(self.sharing.take_back, job.job_id),
                 )  # fmt: skip
                 return invalid
             except JobLost:
@@ -305,12 +307,14 @@ def collect(
     *,
     timeout: float | None,
     progress: ProgressBar,
+    idle: Callable[[], bool] = lambda: False,
 ) -> tuple[JobCounters, int]:
     """Wait for a job, write its result file (or standard output); count invalid cases.
+    `idle` is given the time spent waiting (see `wait`).
 
     With invalid cases (keep-going mode) their errors go to OUTPUT.errors (or stderr).
     """
-    done = wait(c, job_id, timeout=timeout, progress=progress)
+    done = wait(c, job_id, timeout=timeout, progress=progress, idle=idle)
     invalid = c.store.invalid(job_id)
     if not isinstance(output, Path):
         stream = sys.stdout if output is None else output
@@ -335,8 +339,12 @@ def collect(
     return done, len(invalid)
 
 
-def wait(c: Cluster, job_id: str, *, timeout: float | None, progress: ProgressBar) -> JobCounters:
-    """Wait for every chunk of a job, healing local workers and re-queueing lost chunks."""
+def wait(
+    c: Cluster, job_id: str, *, timeout: float | None, progress: ProgressBar,
+    idle: Callable[[], bool] = lambda: False,
+) -> JobCounters:  # fmt: skip
+    """Wait for every chunk of a job, healing local workers and re-queueing lost chunks;
+    between two looks, `idle` may do some of the work (True when it did)."""
     s = c.settings
     recovery = Recovery(
         c.store, c.send, c.queued_messages, lease=s.lease_seconds, stall=s.stall_seconds
@@ -350,8 +358,9 @@ def wait(c: Cluster, job_id: str, *, timeout: float | None, progress: ProgressBa
         recovery.tick(p)
 
     return collector.wait_for(
-        c.store, job_id, poll=s.poll_interval, timeout=timeout, on_progress=on_progress
-    )
+        c.store, job_id, poll=s.poll_interval, timeout=timeout, on_progress=on_progress,
+        idle=idle,
+    )  # fmt: skip
 
 
 def errors_file(output: Path) -> Path:

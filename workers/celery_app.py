@@ -69,15 +69,15 @@ def create_app(settings: Settings) -> Celery:
     return app
 
 
-def lane_sender(app: Celery, store: JobStore, settings: Settings) -> Callable[[str, int], None]:
-    """A function that queues one chunk task of a job, in the job's lane."""
+def lane_sender(app: Celery, store: JobStore, settings: Settings) -> Callable[[str, int], str]:
+    """A function that queues one chunk task of a job, in the job's lane: its task id."""
     lanes: dict[str, str] = {}
 
-    def send(job_id: str, index: int) -> None:
+    def send(job_id: str, index: int) -> str:
         if job_id not in lanes:
             manifest = store.manifest(job_id) or {}
             lanes[job_id] = lane_queue(settings, manifest.get("lane", "bulk"))
-        app.send_task(TASK_NAME, args=[job_id, index], queue=lanes[job_id])
+        return str(app.send_task(TASK_NAME, args=[job_id, index], queue=lanes[job_id]).id)
 
     return send
 

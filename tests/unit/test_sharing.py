@@ -3,30 +3,46 @@ either queued for the workers or solved by the command, never both."""
 
 from __future__ import annotations
 
-from pipeline.config import Settings
-from pipeline.memstore import MemoryStore
-from pipeline.messages import ChunkPayload
-from pipeline.service import Cluster
+from pipeline.sharing import Sharing
 
 JOB = "strgame-" + "b" * 24
 
 
-def test_chunks_are_solved_here_while_messages_wait_and_queued_otherwise() -> None:
-    store = MemoryStore()
-    store.open_job(JOB, {"problem": "strgame"})
-    for index in range(4):
-        store.put_chunk(JOB, index, ChunkPayload("strgame", index + 1, [[1, "a"]]).encode())
-    store.finish_production(JOB, 4, 4)
-    c = Cluster(Settings(), store, lambda: None, local_workers=2)
+class _Queue:
+    """Messages as a broker's list: pushed at the front, taken by workers from the back."""
+
+    def __init__(self) -> None:
+        self.messages: list[str] = []
+
+    def push(self, job_id: str, index: int) -> str:
+        self.messages.insert(0, f"task-{index}")
+        return self.messages[0]
+
+    def take_newest(self, ids: list[str]) -> str | None:
+        if self.messages and self.messages[0] in ids:
+            return self.messages.pop(0)
+        return None
+
+
+def test_chunks_run_here_while_messages_wait_and_are_queued_otherwise() -> None:
+    queue, ran = _Queue(), []
     waiting = iter([0, 1, 3, 0])  # the workers take the first message late, then catch up
-    queued: list[int] = []
-    c.queued_messages = lambda: next(waiting)  # type: ignore[method-assign]
-    c.send = lambda job_id, index: queued.append(index)  # type: ignore[method-assign]
-    share = c.run_when_busy()
+    share = Sharing(queue.push, lambda j, i: ran.append(i), lambda: next(waiting),
+                    queue.take_newest)  # fmt: skip
     for index in range(4):
-        share(JOB, index)
-    assert queued == [0, 3]
-    assert store.answered(JOB) == {1, 2}  # by this process, through the runner's records
-    store.save_answers(JOB, 0, "1")  # as if the workers had answered the queued ones
-    store.save_answers(JOB, 3, "1")
-    assert list(store.iter_answers(JOB, 4)) == ["1", "0", "0", "1"]  # here: "a" is Pure
+        share.send(JOB, index)
+    assert (queue.messages, ran) == (["task-3", "task-0"], [1, 2])
+
+
+def test_waiting_messages_are_taken_back_newest_first_until_a_worker_has_one() -> None:
+    queue, ran = _Queue(), []
+    share = Sharing(queue.push, lambda j, i: ran.append(i), lambda: 0, queue.take_newest)
+    for index in range(4):
+        share.send(JOB, index)
+    queue.messages.pop()  # a worker takes chunk 0's message
+    assert share.take_back(JOB) and share.take_back(JOB)
+    assert ran == [3, 2] and queue.messages == ["task-1"]
+    queue.messages.pop()  # and chunk 1's, before the command looks again
+    assert not share.take_back(JOB)
+    assert not share.take_back(JOB) and not share.take_back("other-job")
+    assert ran == [3, 2]
