@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-from tqdm import tqdm
+if TYPE_CHECKING:
+    from tqdm import tqdm
 
 _LINE_EVERY = 10.0  # seconds between plain lines
 
@@ -26,6 +27,8 @@ class ProgressBar:
         self._last_line = self._start
         self._bar: tqdm[Any] | None = None
         if enabled and self.stream.isatty():
+            from tqdm import tqdm  # loaded only for a terminal: 10 ms of every start
+
             self._bar = tqdm(total=0, desc=label, unit="case", file=self.stream, leave=False)
 
     def add_total(self, cases: int) -> None:

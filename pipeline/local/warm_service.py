@@ -176,12 +176,15 @@ class Service:
 
 def _preload() -> None:
     """Import what commands use, so that a forked command starts with it loaded."""
+    import tqdm  # a progress bar on a terminal
+
     import pipeline.cli
     import pipeline.grade_service
     import pipeline.layout
     import pipeline.reports
     import pipeline.scoring
     import pipeline.service
+    import workers.celery_app  # queueing a big input's chunks
     import workers.runner
     from pipeline import escape
     from pipeline.registry import registry
@@ -189,7 +192,7 @@ def _preload() -> None:
     registry()
     pipeline.reports.rendering()  # computed once here, not in every grading
     escape.xml("")  # its pattern compiled
-    del pipeline, workers
+    del pipeline, workers, tqdm
     gc.collect()
     gc.freeze()  # what is loaded now is never scanned again by a command's collections
 
