@@ -138,6 +138,54 @@ def test_the_block_scan_reads_long_cases_like_the_python_reader() -> None:
         assert codes.decode() == "".join(str(problem.solve(case)) for case in expected)
 
 
+def _wide_boards(rng: random.Random) -> bytes:
+    """pathgame boards read 16 columns at a time, and now and then one defect in one: a bad
+    byte, a column black in both rows, two blacks of different rows side by side (across a
+    block of 16 too), or rows of different lengths."""
+    boards = []
+    for _ in range(rng.randint(1, 5)):
+        shape = rng.choice(("random", "white", "alternating", "sparse"))
+        top, bottom = (bytearray(row.encode()) for row in PATHGAME.generate(
+            rng, shape, rng.choice((15, 16, 17, 31, 32, 33, 48, 100, 257))))  # fmt: skip
+        j = rng.randrange(len(top) - 1)
+        defect = rng.randrange(8)
+        if defect == 0:
+            rng.choice((top, bottom))[j] = rng.choice(b"x0-\x00")
+        elif defect == 1:
+            top[j] = bottom[j] = ord("#")
+        elif defect == 2:
+            top[j], bottom[j + 1] = ord("#"), ord("#")
+        elif defect == 3:
+            bottom[j], top[j + 1] = ord("#"), ord("#")
+        elif defect == 4:
+            top.append(ord("."))
+        boards.append(bytes(top) + rng.choice((b" ", b"\n", b"\t")) + bytes(bottom) + b"\n")
+    return b"%d\n" % len(boards) + b"".join(boards)
+
+
+PATHGAME = get_problem("pathgame")
+
+
+def test_the_block_scan_reads_wide_boards_like_the_python_reader() -> None:
+    problem = _problem("pathgame")
+    rng = random.Random(31)
+    for _ in range(400):
+        data = _wide_boards(rng)
+        head, body = data.split(b"\n", 1)
+        try:
+            expected = [f.case for f in read_cases(problem, TokenReader(io.BytesIO(data), "in"))]
+        except InputError:
+            with pytest.raises(slices.Deferred):
+                _c_chunks(problem, data, 10**9, 10**6)
+            with pytest.raises(ValueError, match="malformed"):
+                problem.solve_slice(body, int(head))
+            continue
+        (piece,) = _c_chunks(problem, data, 10**9, 10**6)
+        assert piece.count == len(expected)
+        codes = problem.solve_slice(piece.data, piece.count)
+        assert codes.decode() == "".join(str(problem.solve(case)) for case in expected)
+
+
 @pytest.mark.parametrize("game", GAMES)
 def test_the_c_solvers_agree_with_the_exhaustive_ones(game: str) -> None:
     problem = _problem(game)
