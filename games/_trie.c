@@ -207,7 +207,18 @@ static inline int scan_word(Scan *s, Py_ssize_t *start, Py_ssize_t *end) {
     Py_ssize_t p = s->pos, len = s->len;
     while (p < len && scan_space(b[p])) p++;
     Py_ssize_t q = p;
-    while (q < len && (unsigned char)(b[q] - 'a') < 26) q++;
+#if defined(__SSE2__) && defined(__GNUC__)
+    const __m128i a = _mm_set1_epi8('a'), z = _mm_set1_epi8(25); /* long strings: 16 at once */
+    for (; q + 16 <= len; q += 16) {
+        __m128i off = _mm_sub_epi8(_mm_loadu_si128((const __m128i *)(b + q)), a);
+        unsigned letters = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_min_epu8(off, z), off));
+        if (letters != 0xFFFF) {
+            q += __builtin_ctz(~letters);
+            break;
+        }
+    }
+#endif
+    while (q < len && (unsigned char)(b[q] - 'a') < 26) q++; /* the rest */
     if (q < len && !scan_space(b[q])) return -1;
     if (q == p || (q == len && !s->final)) return 0;
     if (q - p > s->max_token) return -1;
