@@ -33,30 +33,56 @@ static inline void columns16(const unsigned char *row, unsigned *black, unsigned
 }
 #endif
 
-/* 1 when the rows make a valid board (then *b is filled in), else 0. Columns go 16 at a
- * time while they can (SSE2), the rest one by one. */
-static int read_board(const unsigned char *top, const unsigned char *bottom, Py_ssize_t w,
-                      Board *b) {
+/* What read_board gathers, column after column. */
+typedef struct {
+    Py_ssize_t first, last, blacks, changes;
+    unsigned int before, black; /* the previous column's code, the last black one */
+} Columns;
+
+/* A black column at i of row code 1 (top) or 2 (bottom). */
+static inline void black_at(Columns *c, Py_ssize_t i, unsigned int code) {
+    if (c->first < 0) c->first = i;
+    c->last = i;
+    c->blacks++;
+    c->changes += c->black && c->black != code;
+    c->black = code;
+}
+
+#ifdef FAST_COLUMNS
+/* Columns [0, w - w % 16) 16 at a time: 0 when the board is not valid, else 1. */
+static int __attribute__((noinline)) read_blocks(const unsigned char *top,
+                                                 const unsigned char *bottom, Py_ssize_t w,
+                                                 Columns *c) {
+    for (Py_ssize_t i = 0; i + 16 <= w; i += 16) {
+        unsigned t, b, tv, bv;
+        columns16(top + i, &t, &tv);
+        columns16(bottom + i, &b, &bv);
+        unsigned up = t << 1 | (c->before & 1), down = b << 1 | (c->before >> 1);
+        if ((tv & bv) != 0xFFFF || (t & b) || (t & down) || (b & up))
+            return 0; /* a bad byte, a black column, or a cut path */
+        for (unsigned m = t | b; m; m &= m - 1) {
+            int j = __builtin_ctz(m);
+            black_at(c, i + j, (t >> j & 1) ? 1 : 2);
+        }
+        c->before = (t >> 15 & 1) | (b >> 15 & 1) << 1;
+    }
+    return 1;
+}
+#endif
+
+/* 1 when the rows make a valid board (then *b is filled in), else 0. Wide boards go 16
+ * columns at a time (SSE2), the rest one by one. Inlined: tiny boards come by the million. */
+static inline int read_board(const unsigned char *top, const unsigned char *bottom,
+                             Py_ssize_t w, Board *b) {
     Py_ssize_t first = -1, last = -1, blacks = 0, changes = 0, i = 0;
     unsigned int before = 0, black = 0; /* the previous column's code, the last black one */
 #ifdef FAST_COLUMNS
-    for (; i + 16 <= w; i += 16) {
-        unsigned t, b_, tv, bv;
-        columns16(top + i, &t, &tv);
-        columns16(bottom + i, &b_, &bv);
-        unsigned up = t << 1 | (before & 1), down = b_ << 1 | (before >> 1);
-        if ((tv & bv) != 0xFFFF || (t & b_) || (t & down) || (b_ & up))
-            return 0; /* a bad byte, a black column, or a cut path */
-        for (unsigned m = t | b_; m; m &= m - 1) {
-            int j = __builtin_ctz(m);
-            unsigned code = (t >> j & 1) ? 1 : 2;
-            if (first < 0) first = i + j;
-            last = i + j;
-            blacks++;
-            changes += black && black != code;
-            black = code;
-        }
-        before = (t >> 15 & 1) | (b_ >> 15 & 1) << 1;
+    if (w >= 16) {
+        Columns c = {-1, -1, 0, 0, 0, 0};
+        if (!read_blocks(top, bottom, w, &c)) return 0;
+        first = c.first, last = c.last, blacks = c.blacks, changes = c.changes;
+        before = c.before, black = c.black;
+        i = w - w % 16;
     }
 #endif
     for (; i < w; i++) {

@@ -29,29 +29,37 @@ typedef struct {
     int final;
 } Scan;
 
+#if defined(__SSE2__) && defined(__GNUC__)
+/* Where a long token that goes on at q ends: the first whitespace from q, 16 bytes at a time
+ * (or the last place a whole 16 bytes fit: the caller reads on from there). Kept out of
+ * scan_token, which stays small enough to be inlined for short tokens. */
+static Py_ssize_t __attribute__((noinline)) long_token_end(const unsigned char *buf,
+                                                             Py_ssize_t q, Py_ssize_t len) {
+    const __m128i blank = _mm_set1_epi8(' '), tab = _mm_set1_epi8('\t');
+    const __m128i controls = _mm_set1_epi8('\r' - '\t');
+    for (; q + 16 <= len; q += 16) {
+        __m128i v = _mm_loadu_si128((const __m128i *)(buf + q)), c = _mm_sub_epi8(v, tab);
+        __m128i space = _mm_or_si128(_mm_cmpeq_epi8(v, blank),
+                                     _mm_cmpeq_epi8(_mm_min_epu8(c, controls), c));
+        unsigned found = (unsigned)_mm_movemask_epi8(space);
+        if (found) return q + __builtin_ctz(found);
+    }
+    return q;
+}
+#endif
+
 /* The next token as [*start, *end): 1, or 0 when the block ends before a whole token (a
  * token touching the end of a block that is not final may go on in the next one), or -1
  * for a token longer than max_token. */
 static inline int scan_token(Scan *s, Py_ssize_t *start, Py_ssize_t *end) {
     Py_ssize_t p = s->pos;
     while (p < s->len && scan_space(s->buf[p])) p++;
-    Py_ssize_t q = p;
+    Py_ssize_t q = p, near = s->len - p > 16 ? p + 16 : s->len;
+    while (q < near && !scan_space(s->buf[q])) q++; /* short tokens: numbers, small boards */
 #if defined(__SSE2__) && defined(__GNUC__)
-    /* long tokens (a board's rows) 16 bytes at a time: up to the first whitespace */
-    const __m128i blank = _mm_set1_epi8(' '), tab = _mm_set1_epi8('\t');
-    const __m128i controls = _mm_set1_epi8('\r' - '\t');
-    for (; q + 16 <= s->len; q += 16) {
-        __m128i v = _mm_loadu_si128((const __m128i *)(s->buf + q)), c = _mm_sub_epi8(v, tab);
-        __m128i space = _mm_or_si128(_mm_cmpeq_epi8(v, blank),
-                                     _mm_cmpeq_epi8(_mm_min_epu8(c, controls), c));
-        unsigned found = (unsigned)_mm_movemask_epi8(space);
-        if (found) {
-            q += __builtin_ctz(found);
-            break;
-        }
-    }
+    if (q == near) q = long_token_end(s->buf, q, s->len); /* a board's row, say */
 #endif
-    while (q < s->len && !scan_space(s->buf[q])) q++; /* the rest (none when found above) */
+    while (q < s->len && !scan_space(s->buf[q])) q++; /* the rest, if any */
     if (q == p || (q == s->len && !s->final)) return 0;
     if (q - p > s->max_token) return -1;
     *start = p;

@@ -316,10 +316,12 @@ static int scan_case(Scan *s, int64_t *work) {
     int got = scan_head(s, &n, &k);
     if (got <= 0) return got;
 #ifdef FAST_WORDS
-    Passed fast = pass_blocks(s, n, NULL);
-    s->pos = fast.pos;
-    i = fast.passed;
-    letters = fast.letters;
+    if (n > 8) { /* a case of a few strings is read faster one by one */
+        Passed fast = pass_blocks(s, n, NULL);
+        s->pos = fast.pos;
+        i = fast.passed;
+        letters = fast.letters;
+    }
 #endif
     for (; i < n; i++) {
         Py_ssize_t a, b;
@@ -363,9 +365,11 @@ static int solve_one(Scan *s, Solving *g) {
     for (int64_t i = 0; i < n;) {
         if (i == g->room && make_room(g, i < 1024 ? 1024 : 2 * i) < 0) return -2;
 #ifdef FAST_WORDS
-        Passed fast = pass_blocks(s, (n < g->room ? n : g->room) - i, g->w + i);
-        s->pos = fast.pos;
-        i += fast.passed; /* still below n and the room */
+        if (n - i > 8) {
+            Passed fast = pass_blocks(s, (n < g->room ? n : g->room) - i, g->w + i);
+            s->pos = fast.pos;
+            i += fast.passed; /* still below n and the room */
+        }
 #endif
         Py_ssize_t a, b;
         if (scan_word(s, &a, &b) != 1) return -1;
