@@ -65,9 +65,9 @@ class Service:
             ).start()  # fmt: skip
             self.state.publish(self.redis.port)
             _preload()
+            self._start_workers()  # announced before anyone can connect: a command finds them
             self.listener = _listen(self.folder / warm.SOCKET_NAME)
             self._log(f"serving for {self.seconds:g} s idle, Redis on port {self.redis.port}")
-            self._start_workers()
             self._loop()
         finally:
             self._close()
