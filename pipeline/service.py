@@ -251,10 +251,10 @@ class _SolveRun:
             c.check()
             self.progress.job_done(p.job_id, p.done)
 
-        here = self._here(item)
-        small = here and _size(item.input) <= c.settings.chunk.local_bytes
+        here, size = self._here(item), _size(item.input)
+        small = here and size <= c.settings.chunk.local_bytes
         send = c.run_here() if small else self.sharing.send if here else c.send
-        if not small and _size(item.input) >= EARLY_WORKERS_BYTES:
+        if not small and size >= EARLY_WORKERS_BYTES:
             c.ensure()  # a big input is likely new work: the workers' start overlaps the hashing
 
         def submit() -> producer.Submitted:
@@ -281,6 +281,13 @@ class _SolveRun:
             return False
         return bool(getattr(self.problem, "in_process", False))
 
+    def _idle(self, item: FileJob, job_id: str) -> Callable[[], bool]:
+        """What the command does while it waits for a job: take back the chunks it shares
+        that no worker has taken yet, when it shares them."""
+        if self._here(item):
+            return partial(self.sharing.take_back, job_id)
+        return lambda: False
+
     def collect(self, item: FileJob, job: producer.Submitted) -> int:
         """Write one file's result, reading the input again when Redis lost the job; the
         number of invalid cases."""
@@ -288,7 +295,7 @@ class _SolveRun:
             try:
                 _, invalid = collect(
                     self.c, self.problem, job.job_id, item.output, timeout=None,
-                    progress=self.progress, idle=partial(self.sharing.take_back, job.job_id),
+                    progress=self.progress, idle=self._idle(item, job.job_id),
                 )  # fmt: skip
                 return invalid
             except JobLost:
