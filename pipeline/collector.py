@@ -82,5 +82,4 @@ def write_result_file(
 
 def finish(store: Store, job_id: str, ttl: int) -> None:
     """Mark the job done and let its keys expire (a re-run within `ttl` costs nothing)."""
-    store.set_state(job_id, JobState.DONE)
-    store.expire(job_id, ttl)
+    store.finish(job_id, ttl)

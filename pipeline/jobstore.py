@@ -138,6 +138,7 @@ def _master(url: str, options: dict[str, Any]) -> redis.Redis:
 
 REPLICA_WAIT_MS = 200  # how long stored answers wait for a replica to have them
 ALONE_SECONDS = 10.0  # after a WAIT no replica answered, how long to store without one
+FINISH_TRIES = 3  # writes of a job's done state that a failover may have lost
 SWEEP_FURTHER = 500  # jobs a sweep looks at beyond the open set, in turn
 
 
@@ -343,12 +344,16 @@ class JobStore:
             self._wait_for_a_replica()
         return bool(saved)
 
-    def _wait_for_a_replica(self) -> None:
+    def _wait_for_a_replica(self) -> bool:
         """Until a replica has what was just written (so that a failover keeps it, before the
         task is acknowledged); a primary with none (after a failover) is not waited on at
-        every chunk."""
-        if time.monotonic() >= self._alone_until and self.client.wait(1, REPLICA_WAIT_MS) < 1:
-            self._alone_until = time.monotonic() + ALONE_SECONDS
+        every chunk. Whether a replica said it has it."""
+        if time.monotonic() < self._alone_until:
+            return False
+        if self.client.wait(1, REPLICA_WAIT_MS) >= 1:
+            return True
+        self._alone_until = time.monotonic() + ALONE_SECONDS
+        return False
 
     def fail_chunk(self, job_id: str, index: int, reason: str) -> None:
         """Record that a chunk cannot be solved."""
@@ -440,13 +445,33 @@ class JobStore:
 
     # --- life cycle -------------------------------------------------------------------------
 
+    def finish(self, job_id: str, ttl: int) -> None:
+        """Mark a collected job done and let its keys expire, in one transaction. On a Redis
+        watched by Sentinel that no replica acknowledged it on, it is checked on the primary
+        in force (a failover in between loses it: the job would stay complete, its keys
+        kept forever) and written again while that one still says complete."""
+        for _ in range(FINISH_TRIES):
+            with self.client.pipeline() as pipe:
+                pipe.hset(keys.job(job_id), "state", JobState.DONE.value)
+                self._expire_in(pipe, job_id, ttl)
+                pipe.execute()
+            if not self.replicated or self._wait_for_a_replica():
+                return
+            found = self.progress(job_id)
+            if found is None or found.state != JobState.COMPLETE:
+                return  # still done; or its answers are gone too (a re-run solves them again)
+
+    @staticmethod
+    def _expire_in(pipe: Any, job_id: str, ttl: int) -> None:
+        for key in (keys.job(job_id), *keys.per_chunk(job_id)):
+            pipe.expire(key, ttl)
+        pipe.zrem(keys.OPEN_JOBS, job_id)
+
     def expire(self, job_id: str, ttl: int) -> None:
         """Keep the manifest and answers for `ttl` seconds (a re-run then costs nothing); the
         sweep need not look at the job again."""
         with self.client.pipeline() as pipe:
-            for key in (keys.job(job_id), *keys.per_chunk(job_id)):
-                pipe.expire(key, ttl)
-            pipe.zrem(keys.OPEN_JOBS, job_id)
+            self._expire_in(pipe, job_id, ttl)
             pipe.execute()
 
     def cancel(self, job_id: str, ttl: int) -> bool:

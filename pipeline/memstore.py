@@ -279,6 +279,10 @@ class MemoryStore:
 
     # --- life cycle -------------------------------------------------------------------------
 
+    def finish(self, job_id: str, ttl: int) -> None:
+        """Mark a collected job done (no expiry in memory)."""
+        self._set(job_id, state=JobState.DONE.value)
+
     def expire(self, job_id: str, ttl: int) -> None:
         """Kept until a test deletes it (no expiry in memory)."""
 

@@ -295,7 +295,7 @@ class _SolveRun:
             try:
                 _, invalid = collect(
                     self.c, self.problem, job.job_id, item.output, timeout=None,
-                    progress=self.progress, idle=self._idle(item, job.job_id),
+                    progress=self.progress, idle=self._idle(item, job.job_id), produced=True,
                 )  # fmt: skip
                 return invalid
             except JobLost:
@@ -315,13 +315,15 @@ def collect(
     timeout: float | None,
     progress: ProgressBar,
     idle: Callable[[], bool] = lambda: False,
+    produced: bool = False,
 ) -> tuple[JobCounters, int]:
     """Wait for a job, write its result file (or standard output); count invalid cases.
-    `idle` is given the time spent waiting (see `wait`).
+    `idle` is given the time spent waiting, and `produced` says this command queued the
+    job (see `wait`).
 
     With invalid cases (keep-going mode) their errors go to OUTPUT.errors (or stderr).
     """
-    done = wait(c, job_id, timeout=timeout, progress=progress, idle=idle)
+    done = wait(c, job_id, timeout=timeout, progress=progress, idle=idle, produced=produced)
     invalid = c.store.invalid(job_id)
     if not isinstance(output, Path):
         stream = sys.stdout if output is None else output
@@ -348,16 +350,21 @@ def collect(
 
 def wait(
     c: Cluster, job_id: str, *, timeout: float | None, progress: ProgressBar,
-    idle: Callable[[], bool] = lambda: False,
+    idle: Callable[[], bool] = lambda: False, produced: bool = False,
 ) -> JobCounters:  # fmt: skip
     """Wait for every chunk of a job, healing local workers and re-queueing lost chunks;
-    between two looks, `idle` may do some of the work (True when it did)."""
+    between two looks, `idle` may do some of the work (True when it did). When this command
+    `produced` the job, a job still producing lost the end of its production (a failover
+    between the primary's writes and its replica's): JobLost, so that the input is read
+    again, instead of a wait for chunks that no one will queue."""
     s = c.settings
     recovery = Recovery(
         c.store, c.send, c.queued_messages, lease=s.lease_seconds, stall=s.stall_seconds
     )
 
     def on_progress(p: JobCounters) -> None:
+        if produced and p.state == JobState.PRODUCING:
+            raise JobLost(f"Redis lost the end of job {job_id}'s production")
         if p.state not in (JobState.COMPLETE, JobState.DONE):
             c.ensure()  # someone has to do the rest
         c.check()

@@ -10,11 +10,11 @@ import pytest
 
 from pipeline import producer
 from pipeline.config import LANES, Settings, lane_queue
-from pipeline.jobstore import JobStore
+from pipeline.jobstore import JobState, JobStore
 from pipeline.local.redis_server import RedisServer
 from pipeline.progress import ProgressBar
 from pipeline.registry import get_problem
-from pipeline.service import Cluster, wait
+from pipeline.service import Cluster, FileJob, run_on, wait
 from tests.conftest import Workers
 from tests.helpers import answers, input_text, random_cases
 
@@ -70,3 +70,31 @@ def test_every_chunk_is_run_once_by_the_command_or_a_worker(
     assert 0 < by_workers <= job.chunks
     if queue_all:  # they met in the middle
         assert taken > 0 and by_workers + taken == job.chunks
+
+
+def test_a_production_whose_end_redis_lost_is_read_again(
+    redis_server: RedisServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The end of production (the chunk plan, the running state) lost, as a failover loses
+    what no replica had yet: the command that produced the job reads its input again
+    instead of waiting for chunks that nobody will queue."""
+    problem = get_problem("strgame")
+    path, out = tmp_path / "in.txt", tmp_path / "out.txt"
+    path.write_text(input_text(problem, random_cases(problem, "random", 50, 30, seed=3)))
+    c = _cluster(redis_server.url)
+    real, lost = c.store.finish_production, []
+
+    def lose_the_first(job_id: str, chunks: int, total: int) -> JobState | None:
+        if not lost:
+            lost.append(job_id)
+            return JobState.RUNNING  # acknowledged by a primary that then died
+        return real(job_id, chunks, total)
+
+    monkeypatch.setattr(c.store, "finish_production", lose_the_first)
+    notes: list[str] = []
+    outcomes = run_on(c, problem, [FileJob(path, out)], notes.append, keep_going=False,
+                      lane="auto", progress=ProgressBar("t", enabled=False))  # fmt: skip
+    assert outcomes[0].error is None and lost
+    assert out.read_text() == answers(problem, path.read_text())
+    assert notes == [f"note: Redis lost job {lost[0]}; reading {path} again"]
+    assert c.store.progress(lost[0]).state == JobState.DONE  # type: ignore[union-attr]

@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
+from pipeline import keys
 from pipeline.jobstore import JobState, JobStore
 from pipeline.local.redis_server import RedisServer
 from pipeline.memstore import MemoryStore
@@ -95,3 +96,40 @@ def test_sweep_claims_and_tables(store: tuple[Store, Advance]) -> None:
     assert s.tables.get("t") is None
     s.tables.set("t", b"\x00\x01")
     assert s.tables.get("t") == b"\x00\x01"
+
+
+@pytest.mark.parametrize("answers_lost", [False, True])
+def test_a_done_state_that_a_failover_lost_is_written_again(
+    redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch, answers_lost: bool
+) -> None:
+    """No replica acknowledges the done state (this Redis has none) and, as if a failover
+    had lost it, the primary in force has the job running again: a job with every answer
+    is marked done again, with its expiry; one whose answers were lost too is left to be
+    solved again."""
+    s, other = JobStore.from_url(redis_server.url), JobStore.from_url(redis_server.url)
+    s.open_job(JOB, {"problem": "strgame"})
+    s.finish_production(JOB, 1, 1)
+    s.save_answers(JOB, 0, "1")
+    s.replicated = True
+    waits = []
+
+    def lose_it(replicas: int, timeout: int) -> int:
+        waits.append(replicas)
+        if len(waits) == 1:  # the new primary has what came before the first write
+            other.set_state(JOB, JobState.RUNNING)
+            other.client.persist(keys.job(JOB))
+            if answers_lost:
+                other.client.delete(keys.answers(JOB))
+                other.client.hset(keys.job(JOB), "done_chunks", 0)
+        return 0
+
+    monkeypatch.setattr(s.client, "wait", lose_it)
+    s.finish(JOB, 100)
+    state = other.client.hget(keys.job(JOB), "state").decode()
+    ttl = other.client.ttl(keys.job(JOB))
+    if answers_lost:
+        assert (state, ttl, len(waits)) == ("running", -1, 1)
+    else:  # written twice, the second time without a WAIT (no replica: alone for a while)
+        assert (state, len(waits)) == ("done", 1) and 0 < ttl <= 100
+    s.close()
+    other.close()

@@ -52,6 +52,7 @@ class Figures:
     cases: int = 0
     longest_stall: float = 0.0
     lost: int = 0  # result files that differ from the answers (must be 0)
+    unfinished: int = 0  # jobs whose result was written but which are not marked done (0)
     left: int = 0  # processes still alive at the end (must be 0)
 
     def lines(self) -> list[str]:
@@ -60,7 +61,7 @@ class Figures:
             f"soak seed {self.seed}: {self.seconds:.0f} s, {self.jobs} jobs, {self.cases} cases",
             f"faults injected: {kinds}",
             f"longest stall: {self.longest_stall:.1f} s; lost answers: {self.lost};"
-            f" processes left: {self.left}",
+            f" jobs not marked done: {self.unfinished}; processes left: {self.left}",
         ]
 
 
@@ -326,7 +327,7 @@ def run(
         store = JobStore.from_url(soak.url)
         states = [p.state.value for p in store.progress_of(store.jobs()) if p is not None]
         store.close()
-        soak.figures.lost += sum(state != "done" for state in states)
+        soak.figures.unfinished += sum(state != "done" for state in states)
         soak.figures.cases += sum(answers.count(b"\n") for answers in inputs.values())
         soak.figures.jobs += len(inputs)
     finally:
@@ -393,7 +394,7 @@ def main() -> int:
     figures = run(args.dir, args.seconds, args.seed, jobs=args.jobs, scale=args.scale,
                   sentinel=args.sentinel)  # fmt: skip
     print("\n".join(figures.lines()))
-    return 0 if figures.lost == 0 and figures.left == 0 else 1
+    return 0 if figures.lost == figures.unfinished == figures.left == 0 else 1
 
 
 if __name__ == "__main__":

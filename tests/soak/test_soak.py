@@ -17,7 +17,7 @@ SEED = int(os.environ.get("GAMEBATCH_SOAK_SEED", "20261201"))
 def test_every_answer_is_exact_after_continuous_faults(tmp_path: Path) -> None:
     figures = run(tmp_path, SECONDS, SEED, jobs=6, scale=1.0 if SECONDS <= 60 else 4.0)
     print("\n" + "\n".join(figures.lines()))  # replay a failure with the same seed
-    assert figures.lost == 0, figures.lines()
+    assert figures.lost == 0 and figures.unfinished == 0, figures.lines()
     assert figures.left == 0, figures.lines()
     assert sum(figures.faults.values()) >= SECONDS / 4, figures.lines()
     assert figures.faults["redis"] >= 1 and figures.faults["worker"] >= 1, figures.lines()
@@ -33,6 +33,6 @@ def test_every_answer_is_exact_after_failovers_between_primary_and_replica(
     figures = run(tmp_path, SECONDS, SEED + 1, jobs=6, scale=1.0 if SECONDS <= 60 else 4.0,
                   sentinel=True)  # fmt: skip
     print("\n" + "\n".join(figures.lines()))
-    assert figures.lost == 0, figures.lines()
+    assert figures.lost == 0 and figures.unfinished == 0, figures.lines()
     assert figures.left == 0, figures.lines()
     assert figures.faults["failover"] >= 1 and figures.faults["redis"] == 0, figures.lines()
