@@ -224,10 +224,18 @@ class JobStore:
 
     def finish_production(self, job_id: str, chunks: int, total: int) -> JobState | None:
         """Record the chunk plan's size once every chunk is queued: RUNNING. Nothing is
-        written when the job is gone (None) or was cancelled meanwhile (CANCELLED)."""
+        written when the job is gone (None) or was cancelled meanwhile (CANCELLED). On a Redis
+        watched by Sentinel, None too when no replica acknowledged it and the primary in force
+        does not have it (a failover lost the end of the production: read the input again)."""
         args: list[int | str] = [chunks, total, JobState.RUNNING.value, JobState.CANCELLED.value]
-        found = self._finish(keys=[keys.job(job_id)], args=args)
-        return {1: JobState.RUNNING, 2: JobState.CANCELLED}.get(int(found))
+        found = {1: JobState.RUNNING, 2: JobState.CANCELLED}.get(int(self._finish(
+            keys=[keys.job(job_id)], args=args)))  # fmt: skip
+        if found == JobState.RUNNING and self.replicated and not self._wait_for_a_replica():
+            # no replica has it: a failover in between loses it (and maybe chunks before it)
+            state = self.client.hget(keys.job(job_id), "state")
+            if state in (None, JobState.PRODUCING.value.encode()):
+                return None
+        return found
 
     def set_state(self, job_id: str, state: JobState) -> None:
         """Change the recorded state."""

@@ -179,7 +179,8 @@ class _Production:
         self.keep_going, self.on_cases = keep_going, on_cases
         self.window: Window | None = None
         self.file: tuple[str, Identity] | None = None  # chunks as places in this file
-        self.answered = store.answered(job_id)  # by an earlier run: not queued again
+        self.skip = store.answered(job_id)  # answered by an earlier run: not queued again
+        self.counted = 0  # chunks whose cases were reported already (by the C path)
         self.invalid: list[str] = []
         self.queued = self.total = self.chunks = 0
         store.reset_invalid(job_id)
@@ -190,8 +191,8 @@ class _Production:
     ) -> None:  # fmt: skip
         """Read, validate, chunk and queue the whole input; check it is what was hashed (by
         hashing it again, or by its stat when it had `settled`). The game's C scanner reads
-        it when it has one; what it defers to is read again by the Python reader (both cut
-        the same chunks, so what was queued is queued again)."""
+        it when it has one; what it defers to is read again by the Python reader, which
+        queues only the chunks after those the scanner queued (both cut the same chunks)."""
         limits = settings.limits
         if settings.file_payloads and settled is not None:  # workers read it themselves
             self.file = (str(path.resolve()), settled)
@@ -205,8 +206,9 @@ class _Production:
                         self._queue_slice(piece)
                     _check_digest(stream, digest, name)
                 return
-            except Deferred:
-                self.queued = self.total = self.chunks = 0
+            except Deferred:  # the chunks it queued are cut alike: not queued again
+                self.skip |= set(range(self.chunks))
+                self.counted, self.total, self.chunks = self.chunks, 0, 0
         with opener("rb") as raw:
             stream = _checked(raw, settled)
             tokens = TokenReader(stream, name, max_token=limits.max_token_bytes,
@@ -236,14 +238,15 @@ class _Production:
     def _put(self, index: int, cases: int, payload: Callable[[], bytes]) -> None:
         """Queue chunk `index` (its payload made only when it has no answers yet)."""
         self.chunks, self.total = index + 1, self.total + cases
-        if index not in self.answered:
+        if index not in self.skip:
             data = payload()
             self.store.put_chunk(self.job_id, index, data)
             self.send(self.job_id, index)
             self.queued += 1
             if self.window is not None:
                 self.window.add(index, len(data))
-        self.on_cases(cases)
+        if index >= self.counted:
+            self.on_cases(cases)
 
 
 def _check_digest(stream: _HashingReader | _StatReader, digest: str, name: str) -> None:

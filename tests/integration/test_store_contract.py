@@ -133,3 +133,25 @@ def test_a_done_state_that_a_failover_lost_is_written_again(
         assert (state, len(waits)) == ("done", 1) and 0 < ttl <= 100
     s.close()
     other.close()
+
+
+def test_a_production_end_that_a_failover_lost_reads_as_a_lost_job(
+    redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No replica acknowledges the end of production, and the primary in force has the job
+    still producing: that is a lost job (None), which the producer reads again."""
+    s, other = JobStore.from_url(redis_server.url), JobStore.from_url(redis_server.url)
+    s.open_job(JOB, {"problem": "strgame"})
+    s.replicated = True
+    monkeypatch.setattr(s.client, "wait", lambda replicas, timeout: 0)
+    assert s.finish_production(JOB, 1, 1) == JobState.RUNNING  # the primary still has it
+    s._alone_until = 0.0  # a replica is back: the next write waits for it again
+
+    def lose_it(replicas: int, timeout: int) -> int:
+        other.set_state(JOB, JobState.PRODUCING)  # the new primary never saw it
+        return 0
+
+    monkeypatch.setattr(s.client, "wait", lose_it)
+    assert s.finish_production(JOB, 1, 1) is None
+    s.close()
+    other.close()

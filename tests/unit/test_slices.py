@@ -357,3 +357,31 @@ def test_malformed_file_references_are_bad_payloads(doc: dict[str, Any]) -> None
     raw.update(doc)
     with pytest.raises(BadPayload):
         decode_payload(json.dumps(raw).encode())
+
+
+def test_chunks_queued_before_the_c_path_defers_are_queued_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The C scanner defers after it queued some chunks (today only inputs that then fail
+    do that, but nothing says so): the Python reader queues only the chunks after those,
+    and the progress counts every case once."""
+    problem = _problem("strgame")
+    settings = load_settings(chunk={"target_work": 300})
+    path = tmp_path / "in.txt"
+    path.write_text(input_text(problem, random_cases(problem, "random", 40, 30, seed=13)))
+    real = slices.slice_chunks
+
+    def deferring(*args: Any) -> Any:
+        for n, piece in enumerate(real(*args)):
+            if n == 3:
+                raise slices.Deferred
+            yield piece
+
+    monkeypatch.setattr(producer, "slice_chunks", deferring)
+    store, sent, counted = MemoryStore(), [], []
+    done = submit(problem, path, store, lambda job, i: sent.append(i), settings,
+                  on_cases=counted.append)  # fmt: skip
+    assert sent == list(range(done.chunks)) and done.chunks > 4 and done.queued == done.chunks
+    assert sum(counted) == done.total == 40
+    payloads = [decode_payload(store.chunk_payload(done.job_id, i) or b"") for i in sent]
+    assert [isinstance(p, SlicePayload) for p in payloads[2:5]] == [True, False, False]
