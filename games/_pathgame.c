@@ -101,8 +101,46 @@ static inline int read_board(const unsigned char *top, const unsigned char *bott
     return 1;
 }
 
+#if defined(FAST_COLUMNS) && defined(FAST_SPACES)
+#define SMALL_BOARD_BYTES 80 /* both rows within 64 bytes of the scan, and 16 more to load */
+
+/* A valid board of at most 16 columns whose rows both end within the 64 bytes at s->pos
+ * (SMALL_BOARD_BYTES readable): found and checked with bit masks, without a branch per
+ * byte or column, the way tiny boards come by the million. 1 with its width (the scan
+ * moves past it); 0 for anything else, which the general path reads (and judges). */
+static inline int scan_small_board(Scan *s, Py_ssize_t *width) {
+    const unsigned char *at = s->buf + s->pos;
+    const uint64_t space = space_mask64(at), other = ~space;
+    if (!other) return 0;
+    const int t0 = __builtin_ctzll(other); /* the top row starts */
+    if (!(space >> t0)) return 0;
+    const int w = __builtin_ctzll(space >> t0), gap = t0 + w;
+    if (!(other >> gap)) return 0;
+    const int b0 = gap + __builtin_ctzll(other >> gap); /* the bottom row starts */
+    if (!(space >> b0) || __builtin_ctzll(space >> b0) != w || w > 16 || w > s->max_token)
+        return 0;
+    const unsigned m = w == 16 ? 0xFFFFu : (1u << w) - 1;
+    unsigned t, b, tv, bv;
+    columns16(at + t0, &t, &tv);
+    columns16(at + b0, &b, &bv);
+    t &= m, b &= m;
+    if ((tv & bv & m) != m || (t & b) || (t << 1 & b) || (b << 1 & t))
+        return 0; /* a bad byte, a black column, or a cut path: as in read_board */
+    *width = w;
+    s->pos += b0 + w;
+    return 1;
+}
+#endif
+
 /* One board: 1, 0 (the block ends first), or -1 (not plainly valid). */
 static int scan_case(Scan *s, int64_t *work) {
+#ifdef SMALL_BOARD_BYTES
+    Py_ssize_t w;
+    if (s->len - s->pos >= SMALL_BOARD_BYTES && scan_small_board(s, &w)) {
+        *work = (int64_t)w + 16; /* games/pathgame.py: work() */
+        return 1;
+    }
+#endif
     Py_ssize_t t0, t1, b0, b1;
     int got = scan_token(s, &t0, &t1);
     if (got <= 0) return got;

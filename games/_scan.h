@@ -30,18 +30,30 @@ typedef struct {
 } Scan;
 
 #if defined(__SSE2__) && defined(__GNUC__)
+#define FAST_SPACES 1
+
+/* Bit i set where at[i] is whitespace (scan_space), for the 16 bytes at `at`. */
+static inline unsigned space_mask16(const unsigned char *at) {
+    const __m128i v = _mm_loadu_si128((const __m128i *)at);
+    const __m128i c = _mm_sub_epi8(v, _mm_set1_epi8('\t')); /* tab..CR: 0..4 */
+    const __m128i space = _mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8(' ')),
+                                       _mm_cmpeq_epi8(_mm_min_epu8(c, _mm_set1_epi8(4)), c));
+    return (unsigned)_mm_movemask_epi8(space);
+}
+
+/* The same for the 64 bytes at `at`. */
+static inline uint64_t space_mask64(const unsigned char *at) {
+    return (uint64_t)space_mask16(at) | (uint64_t)space_mask16(at + 16) << 16 |
+           (uint64_t)space_mask16(at + 32) << 32 | (uint64_t)space_mask16(at + 48) << 48;
+}
+
 /* Where a long token that goes on at q ends: the first whitespace from q, 16 bytes at a time
  * (or the last place a whole 16 bytes fit: the caller reads on from there). Kept out of
  * scan_token, which stays small enough to be inlined for short tokens. */
 static Py_ssize_t __attribute__((noinline)) long_token_end(const unsigned char *buf,
                                                              Py_ssize_t q, Py_ssize_t len) {
-    const __m128i blank = _mm_set1_epi8(' '), tab = _mm_set1_epi8('\t');
-    const __m128i controls = _mm_set1_epi8('\r' - '\t');
     for (; q + 16 <= len; q += 16) {
-        __m128i v = _mm_loadu_si128((const __m128i *)(buf + q)), c = _mm_sub_epi8(v, tab);
-        __m128i space = _mm_or_si128(_mm_cmpeq_epi8(v, blank),
-                                     _mm_cmpeq_epi8(_mm_min_epu8(c, controls), c));
-        unsigned found = (unsigned)_mm_movemask_epi8(space);
+        unsigned found = space_mask16(buf + q);
         if (found) return q + __builtin_ctz(found);
     }
     return q;

@@ -138,17 +138,24 @@ def test_the_block_scan_reads_long_cases_like_the_python_reader() -> None:
         assert codes.decode() == "".join(str(problem.solve(case)) for case in expected)
 
 
-def _wide_boards(rng: random.Random) -> bytes:
+WIDE = (15, 16, 17, 31, 32, 33, 48, 100, 257)
+SPACES = (b" ", b"\n", b"\t", b"\r\n", b"  ", b"\x0b", b"\x0c", b"\n\n")
+
+
+def _wide_boards(rng: random.Random, widths: tuple[int, ...] = WIDE, most: int = 5) -> bytes:
     """pathgame boards read 16 columns at a time, and now and then one defect in one: a bad
     byte, a column black in both rows, two blacks of different rows side by side (across a
     block of 16 too), or rows of different lengths."""
     boards = []
-    for _ in range(rng.randint(1, 5)):
+    for _ in range(rng.randint(1, most)):
         shape = rng.choice(("random", "white", "alternating", "sparse"))
         top, bottom = (bytearray(row.encode()) for row in PATHGAME.generate(
-            rng, shape, rng.choice((15, 16, 17, 31, 32, 33, 48, 100, 257))))  # fmt: skip
+            rng, shape, rng.choice(widths)))  # fmt: skip
+        if len(top) < 2:
+            boards.append(bytes(top) + rng.choice(SPACES) + bytes(bottom) + b"\n")
+            continue
         j = rng.randrange(len(top) - 1)
-        defect = rng.randrange(8)
+        defect = rng.randrange(8 * max(1, most // 5))  # one in 8 wide boards
         if defect == 0:
             rng.choice((top, bottom))[j] = rng.choice(b"x0-\x00")
         elif defect == 1:
@@ -159,18 +166,24 @@ def _wide_boards(rng: random.Random) -> bytes:
             bottom[j], top[j + 1] = ord("#"), ord("#")
         elif defect == 4:
             top.append(ord("."))
-        boards.append(bytes(top) + rng.choice((b" ", b"\n", b"\t")) + bytes(bottom) + b"\n")
+        boards.append(bytes(top) + rng.choice(SPACES) + bytes(bottom) + rng.choice(SPACES))
     return b"%d\n" % len(boards) + b"".join(boards)
 
 
 PATHGAME = get_problem("pathgame")
 
 
-def test_the_block_scan_reads_wide_boards_like_the_python_reader() -> None:
+@pytest.mark.parametrize(("widths", "most"), [(WIDE, 5), (tuple(range(1, 19)), 40)])
+def test_the_block_scan_reads_boards_like_the_python_reader(
+    widths: tuple[int, ...], most: int
+) -> None:
+    """Wide boards, and runs of tiny ones (found and checked by bit masks 64 bytes at a
+    time), with a defect now and then, between all kinds of whitespace."""
     problem = _problem("pathgame")
     rng = random.Random(31)
+    defects = 0
     for _ in range(400):
-        data = _wide_boards(rng)
+        data = _wide_boards(rng, widths, most)
         head, body = data.split(b"\n", 1)
         try:
             expected = [f.case for f in read_cases(problem, TokenReader(io.BytesIO(data), "in"))]
@@ -179,11 +192,13 @@ def test_the_block_scan_reads_wide_boards_like_the_python_reader() -> None:
                 _c_chunks(problem, data, 10**9, 10**6)
             with pytest.raises(ValueError, match="malformed"):
                 problem.solve_slice(body, int(head))
+            defects += 1
             continue
         (piece,) = _c_chunks(problem, data, 10**9, 10**6)
         assert piece.count == len(expected)
         codes = problem.solve_slice(piece.data, piece.count)
         assert codes.decode() == "".join(str(problem.solve(case)) for case in expected)
+    assert 50 < defects < 350  # both kinds of input were seen
 
 
 @pytest.mark.parametrize("game", GAMES)
