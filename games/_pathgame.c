@@ -106,9 +106,10 @@ static inline int read_board(const unsigned char *top, const unsigned char *bott
 
 /* A valid board of at most 16 columns whose rows both end within the 64 bytes at s->pos
  * (SMALL_BOARD_BYTES readable): found and checked with bit masks, without a branch per
- * byte or column, the way tiny boards come by the million. 1 with its width (the scan
- * moves past it); 0 for anything else, which the general path reads (and judges). */
-static inline int scan_small_board(Scan *s, Py_ssize_t *width) {
+ * byte or column, the way tiny boards come by the million. 1 with its width and the bits of
+ * its black cells per row (the scan moves past it); 0 for anything else, which the general
+ * path reads (and judges). */
+static inline int small_board(Scan *s, int *width, unsigned *top, unsigned *bottom) {
     const unsigned char *at = s->buf + s->pos;
     const uint64_t space = space_mask64(at), other = ~space;
     if (!other) return 0;
@@ -126,7 +127,7 @@ static inline int scan_small_board(Scan *s, Py_ssize_t *width) {
     t &= m, b &= m;
     if ((tv & bv & m) != m || (t & b) || (t << 1 & b) || (b << 1 & t))
         return 0; /* a bad byte, a black column, or a cut path: as in read_board */
-    *width = w;
+    *width = w, *top = t, *bottom = b;
     s->pos += b0 + w;
     return 1;
 }
@@ -135,8 +136,9 @@ static inline int scan_small_board(Scan *s, Py_ssize_t *width) {
 /* One board: 1, 0 (the block ends first), or -1 (not plainly valid). */
 static int scan_case(Scan *s, int64_t *work) {
 #ifdef SMALL_BOARD_BYTES
-    Py_ssize_t w;
-    if (s->len - s->pos >= SMALL_BOARD_BYTES && scan_small_board(s, &w)) {
+    int w;
+    unsigned top, bottom;
+    if (s->len - s->pos >= SMALL_BOARD_BYTES && small_board(s, &w, &top, &bottom)) {
         *work = (int64_t)w + 16; /* games/pathgame.py: work() */
         return 1;
     }
@@ -171,6 +173,42 @@ static int64_t border_value(const Tables *g, Py_ssize_t w) {
     return w <= g->size ? g->border[w] : w;
 }
 
+/* The Grundy value of a board of width w whose first and last black columns are `first`
+ * and `last`, `blacks` in all, with `changes` row changes between consecutive black columns
+ * (only its parity counts: it is whether the first and the last black are in other rows). */
+static int64_t board_value(const Tables *g, Py_ssize_t w, Py_ssize_t first, Py_ssize_t last,
+                           Py_ssize_t blacks, Py_ssize_t changes) {
+    if (first < 0) return open_value(g, w);
+    return border_value(g, first) ^ border_value(g, w - 1 - last) ^
+           ((last - first + 1 - blacks + changes) & 1);
+}
+
+/* The next board of a slice as its value: 1, or 0 when the slice holds no valid board next. */
+static inline int next_value(Scan *s, const Tables *g, int64_t *value) {
+#ifdef SMALL_BOARD_BYTES
+    int w;
+    unsigned top, bottom;
+    if (s->len - s->pos >= SMALL_BOARD_BYTES && small_board(s, &w, &top, &bottom)) {
+        const unsigned u = top | bottom;
+        if (!u) {
+            *value = open_value(g, w);
+            return 1;
+        }
+        const int first = __builtin_ctz(u), last = 31 - __builtin_clz(u);
+        *value = board_value(g, w, first, last, __builtin_popcount(u),
+                             (top >> first ^ top >> last) & 1);
+        return 1;
+    }
+#endif
+    Py_ssize_t t0, t1, b0, b1;
+    Board b;
+    if (scan_token(s, &t0, &t1) != 1 || scan_token(s, &b0, &b1) != 1 || t1 - t0 != b1 - b0 ||
+        !read_board(s->buf + t0, s->buf + b0, t1 - t0, &b))
+        return 0;
+    *value = board_value(g, t1 - t0, b.first, b.last, b.blacks, b.changes);
+    return 1;
+}
+
 static PyObject *solve_slice(PyObject *self, PyObject *args) {
     Py_buffer view, open, border;
     Py_ssize_t count;
@@ -188,18 +226,11 @@ static PyObject *solve_slice(PyObject *self, PyObject *args) {
     Py_ssize_t bad = -1;
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = 0; i < count; i++) {
-        Py_ssize_t t0, t1, b0, b1;
-        Board b;
-        if (scan_token(&s, &t0, &t1) != 1 || scan_token(&s, &b0, &b1) != 1 ||
-            t1 - t0 != b1 - b0 || !read_board(s.buf + t0, s.buf + b0, t1 - t0, &b)) {
+        int64_t value;
+        if (!next_value(&s, &g, &value)) {
             bad = i;
             break;
         }
-        Py_ssize_t w = t1 - t0;
-        int64_t value = b.first < 0
-            ? open_value(&g, w)
-            : border_value(&g, b.first) ^ border_value(&g, w - 1 - b.last) ^
-                  ((b.last - b.first + 1 - b.blacks + b.changes) & 1);
         out[i] = value ? '0' : '1'; /* answer 0 (Snuke) when the first player wins */
     }
     if (bad < 0) {
