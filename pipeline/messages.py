@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import string
+import zlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,7 +37,8 @@ def answer_lines(words: tuple[str, ...], invalid_word: str) -> dict[int, str]:
 # 3: comparison chunks of grading jobs (ComparePayload) beside solving chunks.
 # 4: solving chunks may be the input's own bytes (SlicePayload) or a place in the input file
 #    (FilePayload).
-FORMAT = 4
+# 5: a place in a file that grows as it is uploaded (FilePayload with a CRC-32).
+FORMAT = 5
 
 
 MAX_CHUNKS = 1 << 40  # no job has more chunks: a larger index is not a chunk
@@ -120,7 +122,9 @@ def file_identity(st: os.stat_result) -> Identity:
 @dataclass(frozen=True)
 class FilePayload:
     """`count` cases as `length` bytes at `offset` of the input file `path`, which must still
-    be the file of `identity` when a worker reads it."""
+    be the file of `identity` when a worker reads it. A file that grows while it is read (an
+    upload spooled as it arrives, only ever appended to) is named with `crc32`, the CRC-32 of
+    those bytes: then only its device and inode must be the same, and the bytes that CRC."""
 
     problem: str
     first: int
@@ -129,12 +133,15 @@ class FilePayload:
     offset: int
     length: int
     identity: Identity
+    crc32: int | None = None
 
     def encode(self) -> bytes:
         """Compact JSON."""
         doc = {"format": FORMAT, "kind": "file", "problem": self.problem, "first": self.first,
                "count": self.count, "path": self.path, "offset": self.offset,
                "length": self.length, "identity": list(self.identity)}  # fmt: skip
+        if self.crc32 is not None:
+            doc["crc32"] = self.crc32
         return json.dumps(doc, separators=(",", ":")).encode()
 
     def read(self) -> SlicePayload:
@@ -144,15 +151,26 @@ class FilePayload:
         except OSError as exc:
             raise BadPayload(f"cannot read the input {self.path}: {exc.strerror}") from None
         try:
-            if file_identity(os.fstat(fd)) != self.identity:
-                raise BadPayload(f"the input {self.path} changed after it was queued: run the"
-                                 " command again")  # fmt: skip
+            found, wanted = file_identity(os.fstat(fd)), self.identity
+            if found[: 2 if self.growing else 5] != wanted[: 2 if self.growing else 5]:
+                raise self._changed()
             data = os.pread(fd, self.length, self.offset)
         finally:
             os.close(fd)
         if len(data) != self.length:
             raise BadPayload(f"the input {self.path} is shorter than its chunks")
+        if self.growing and zlib.crc32(data) != self.crc32:
+            raise self._changed()
         return SlicePayload(self.problem, self.first, self.count, data)
+
+    @property
+    def growing(self) -> bool:
+        """Whether the file may grow (its bytes are checked by their CRC)."""
+        return self.crc32 is not None
+
+    def _changed(self) -> BadPayload:
+        return BadPayload(f"the input {self.path} changed after it was queued: run the"
+                          " command again")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -222,13 +240,15 @@ def _file_payload(doc: dict[str, Any]) -> FilePayload:
     numbers = [int(doc[k]) for k in ("first", "count", "offset", "length")]
     dev, ino, size, mtime, ctime = (int(v) for v in doc["identity"])
     identity = (dev, ino, size, mtime, ctime)
-    path = doc["path"]
+    path, crc = doc["path"], doc.get("crc32")
     if min(numbers) < 0 or not isinstance(path, str):
         raise ValueError("a file reference of another shape")
+    if crc is not None and (type(crc) is not int or not 0 <= crc < 1 << 32):
+        raise ValueError("a file reference whose CRC-32 is not one")
     if not os.path.isabs(path):
         raise ValueError("a file reference whose path is not absolute")
     first, count, offset, length = numbers
-    return FilePayload(str(doc["problem"]), first, count, path, offset, length, identity)
+    return FilePayload(str(doc["problem"]), first, count, path, offset, length, identity, crc)
 
 
 def _compare_payload(doc: dict[str, Any]) -> ComparePayload:

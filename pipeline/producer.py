@@ -6,6 +6,7 @@ import hashlib
 import os
 import stat
 import time
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -101,6 +102,7 @@ def submit(
     on_progress: Callable[[JobCounters], None] = lambda p: None,
     source: Source | None = None,
     name: str | None = None,
+    spooled: bool = False,
 ) -> Submitted:
     """Validate and queue every chunk without answers; reuse a finished earlier run.
 
@@ -109,7 +111,9 @@ def submit(
     InputError propagates, unless `keep_going`: then invalid cases are recorded and answered
     with a marker. A `source` gives the digest and the bytes of an input that is not (yet)
     a whole file: an upload still arriving. Error messages call the file `name` (default:
-    its path).
+    its path). A `spooled` input is a file that is only ever appended to (an upload in the
+    server's spool): with `file_payloads` its chunks name their place in it even while it
+    grows, checked by a CRC-32.
     """
     digest, settled = (source.digest, None) if source is not None else hash_file(path)
     job_id = job_id_for(problem, digest) + ("-keep-going" if keep_going else "")
@@ -124,7 +128,8 @@ def submit(
     try:
         opener = source.open if source is not None else lambda _: path.open("rb")
         run.read(path, digest, settings, int(manifest["target_work"]), int(manifest["max_cases"]),
-                 opener=opener, name=name or str(path), settled=settled)  # fmt: skip
+                 opener=opener, name=name or str(path), settled=settled,
+                 spooled=spooled)  # fmt: skip
     except (UsageError, InputError):
         store.delete(job_id)  # nothing of a bad or changing file is kept or written
         raise
@@ -178,7 +183,8 @@ class _Production:
         self.problem, self.store, self.send, self.job_id = problem, store, send, job_id
         self.keep_going, self.on_cases = keep_going, on_cases
         self.window: Window | None = None
-        self.file: tuple[str, Identity] | None = None  # chunks as places in this file
+        self.file: tuple[str, Identity, bool] | None = None  # chunks as places in this file
+        # (the last: whether it may grow, so that its chunks carry a CRC-32 of their bytes)
         self.skip = store.answered(job_id)  # answered by an earlier run: not queued again
         self.counted = 0  # chunks whose cases were reported already (by the C path)
         self.invalid: list[str] = []
@@ -188,6 +194,7 @@ class _Production:
     def read(
         self, path: Path, digest: str, settings: Settings, target_work: int, max_cases: int,
         *, opener: Callable[[str], BinaryIO], name: str, settled: Identity | None = None,
+        spooled: bool = False,
     ) -> None:  # fmt: skip
         """Read, validate, chunk and queue the whole input; check it is what was hashed (by
         hashing it again, or by its stat when it had `settled`). The game's C scanner reads
@@ -195,7 +202,9 @@ class _Production:
         queues only the chunks after those the scanner queued (both cut the same chunks)."""
         limits = settings.limits
         if settings.file_payloads and settled is not None:  # workers read it themselves
-            self.file = (str(path.resolve()), settled)
+            self.file = (str(path.resolve()), settled, False)
+        elif settings.file_payloads and spooled:
+            self.file = (str(path.resolve()), file_identity(os.stat(path)), True)
         scan: Scanner | None = getattr(self.problem, "scan_chunk", None)
         if scan is not None and not self.keep_going:
             cut = Limits(target_work, max_cases, limits.max_token_bytes, limits.max_file_bytes)
@@ -231,8 +240,10 @@ class _Production:
         if self.file is None:
             payload = SlicePayload(self.problem.name, piece.first, piece.count, piece.data)
         else:
-            payload = FilePayload(self.problem.name, piece.first, piece.count, self.file[0],
-                                  piece.offset, len(piece.data), self.file[1])  # fmt: skip
+            path, identity, growing = self.file
+            crc = zlib.crc32(piece.data) if growing else None
+            payload = FilePayload(self.problem.name, piece.first, piece.count, path,
+                                  piece.offset, len(piece.data), identity, crc)  # fmt: skip
         self._put(piece.index, piece.count, payload.encode)
 
     def _put(self, index: int, cases: int, payload: Callable[[], bytes]) -> None:

@@ -131,6 +131,7 @@ class FileJob:
     output: Path | TextIO | None
     source: producer.Source | None = field(default=None, compare=False)
     name: str | None = None
+    spooled: bool = False  # the input is only ever appended to (see producer.submit)
 
 
 @dataclass(frozen=True)
@@ -263,7 +264,7 @@ class _SolveRun:
                 window=c.settings.chunk.window, keep_going=self.keep_going,
                 lane=producer.choose_lane(item.input, c.settings, self.lane),
                 on_cases=self.progress.add_total, on_progress=on_progress, source=item.source,
-                name=item.name,
+                name=item.name, spooled=item.spooled,
             )  # fmt: skip
 
         return producer.retry_when_lost(submit, item.input, self.report)

@@ -146,7 +146,7 @@ def _solve(
     outcome = service.run(
         settings,
         get_problem(upload.problem),
-        [service.FileJob(source, spool.result(job_id), arriving, upload.name)],
+        [service.FileJob(source, spool.result(job_id), arriving, upload.name, spooled=True)],
         lambda line: log.info("%s: %s", job_id, line),
         quiet=True,
         keep_going=upload.keep_going,

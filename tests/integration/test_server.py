@@ -24,6 +24,7 @@ import redis
 
 from pipeline.jobstore import JobStore
 from pipeline.local.redis_server import RedisServer
+from pipeline.messages import FilePayload, decode_payload
 from pipeline.registry import get_problem
 from tests.conftest import Workers, run_reference
 from tests.helpers import answers, command_env, input_text, random_cases
@@ -455,6 +456,53 @@ def test_an_upload_that_announces_its_digest_is_read_while_it_arrives(
         assert sorted((running.spool / "inputs").iterdir()) == []
     finally:
         resume.set()
+        running.stop()
+
+
+def test_an_upload_on_a_shared_filesystem_reaches_the_workers_by_its_place_in_the_spool(
+    tmp_path: Path, redis_server: RedisServer, workers: Workers
+) -> None:
+    """With `file_payloads` (server and workers see the same files), chunks read from an
+    upload while it arrives name their place in the spooled input, with a CRC-32 of their
+    bytes, instead of carrying them through Redis."""
+    text = _text(STRGAME, 2000, seed=37).encode()
+    job_id = f"strgame-{hashlib.sha256(text).hexdigest()[:24]}"
+    resume = threading.Event()
+
+    def blocks() -> Iterator[bytes]:
+        for i in range(0, len(text), 8192):
+            yield text[i : i + 8192]
+            if i == 8192 * 4:
+                assert resume.wait(20)
+
+    running = Server(tmp_path, redis_server.url, chunk={"max_cases": 20}, file_payloads=True).start(
+        wait_healthy=False
+    )  # no worker yet
+    store = JobStore.from_url(redis_server.url)
+    try:
+        with running.client() as http:
+            headers = {"Content-Digest": _digest(text), "Content-Length": str(len(text))}
+            sender = threading.Thread(
+                target=lambda: http.put(
+                    "/v1/jobs", params={"problem": "strgame"}, content=blocks(), headers=headers
+                )
+            )
+            sender.start()  # fmt: skip
+            deadline = time.monotonic() + 20
+            while store.chunk_payload(job_id, 0) is None:  # no worker yet: it waits in Redis
+                assert time.monotonic() < deadline and sender.is_alive()
+                time.sleep(0.01)
+            first = decode_payload(store.chunk_payload(job_id, 0) or b"")
+            assert isinstance(first, FilePayload) and first.growing
+            assert first.path == str((running.spool / "inputs" / f"{job_id}.in").resolve())
+            workers.start(concurrency=2, GAMEBATCH_FILE_PAYLOADS="true")
+            resume.set()
+            sender.join(30)
+            assert wait_until_ended(http, job_id)["state"] == "done"
+            assert http.get(f"/v1/jobs/{job_id}/result").text == answers(STRGAME, text.decode())
+    finally:
+        resume.set()
+        store.close()
         running.stop()
 
 

@@ -356,6 +356,43 @@ def test_a_file_changed_after_it_was_queued_fails_its_chunks(tmp_path: Path) -> 
     assert again.job_id != job  # other bytes, another job
 
 
+def test_a_spooled_input_is_named_by_place_while_it_grows(tmp_path: Path) -> None:
+    """An upload in the server's spool is only ever appended to: its chunks name their place
+    in it (with a CRC-32 of their bytes) before it is whole. Bytes appended later do not
+    matter; a byte changed in a chunk, or another file in its place, fails that chunk."""
+    problem = _problem("strgame")
+    path = tmp_path / "in.txt"
+    path.write_text(input_text(problem, random_cases(problem, "random", 40, 30, seed=21)))
+    settings = load_settings(chunk={"target_work": 300}, file_payloads=True)
+    store, sent = MemoryStore(), []
+    done = submit(problem, path, store, lambda job, i: sent.append(i), settings, spooled=True)
+    payloads = [decode_payload(store.chunk_payload(done.job_id, i) or b"") for i in sent]
+    assert len(payloads) > 3 and all(isinstance(p, FilePayload) and p.growing for p in payloads)
+    reader = Policy(holder="t", file_payloads=True)
+    with path.open("ab") as grow:
+        grow.write(b"\n" * 100)  # the file grows (size, mtime and ctime change)
+    assert run_chunk(store, done.job_id, sent[0], reader) == Outcome.SOLVED
+    first = payloads[1]
+    assert isinstance(first, FilePayload)
+    data = bytearray(path.read_bytes())
+    data[first.offset] ^= 1  # one bit of chunk 1, in place
+    with path.open("r+b") as edit:
+        edit.write(data)
+    assert run_chunk(store, done.job_id, sent[1], reader) == Outcome.FAILED
+    path.unlink()  # another file of the same name, chunk 2 changed (its inode may be reused)
+    second = payloads[2]
+    assert isinstance(second, FilePayload)
+    data[second.offset] ^= 1
+    path.write_bytes(bytes(data))
+    assert run_chunk(store, done.job_id, sent[2], reader) == Outcome.FAILED
+    failures = store.progress(done.job_id).failures  # type: ignore[union-attr]
+    assert sorted(failures) == [1, 2]
+    assert all("changed after it was queued" in why for why in failures.values())
+    cases = parse(problem, path.read_bytes())
+    first_chunk = "".join(str(problem.solve(case)) for case in cases[: payloads[0].count])
+    assert next(store.iter_answers(done.job_id, 1)) == first_chunk
+
+
 @pytest.mark.parametrize(
     "doc",
     [
@@ -363,11 +400,17 @@ def test_a_file_changed_after_it_was_queued_fails_its_chunks(tmp_path: Path) -> 
         {"offset": -1},
         {"identity": [1, 2, 3]},
         {"path": 7},
+        {"crc32": -1},
+        {"crc32": 1 << 32},
+        {"crc32": "12"},
+        {"crc32": 1.5},
     ],
 )
 def test_malformed_file_references_are_bad_payloads(doc: dict[str, Any]) -> None:
     good = FilePayload("strgame", 1, 1, "/in.txt", 0, 5, (1, 2, 3, 4, 5))
     assert decode_payload(good.encode()) == good
+    growing = FilePayload("strgame", 1, 1, "/in.txt", 0, 5, (1, 2, 3, 4, 5), 7)
+    assert decode_payload(growing.encode()) == growing
     raw = json.loads(good.encode())
     raw.update(doc)
     with pytest.raises(BadPayload):
