@@ -10,7 +10,7 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Protocol
+from typing import BinaryIO, Protocol, Union
 
 from pipeline.chunking import Chunk, chunk_cases
 from pipeline.config import Settings
@@ -40,7 +40,9 @@ class Submitted:
 
 class Source(Protocol):
     """An input's bytes when they are not simply a file's: its SHA-256 as announced, and a
-    binary stream of them (`open("rb")`)."""
+    binary stream of them (`open("rb")`). A source whose stream ends only once its bytes
+    matched that digest (an upload the server checks as it spools it) says so with an
+    attribute `verified` (True): the producer then does not hash them again."""
 
     digest: str
 
@@ -116,6 +118,7 @@ def submit(
     grows, checked by a CRC-32.
     """
     digest, settled = (source.digest, None) if source is not None else hash_file(path)
+    verified = bool(getattr(source, "verified", False))
     job_id = job_id_for(problem, digest) + ("-keep-going" if keep_going else "")
     manifest = store.open_job(job_id, _manifest(problem, path, settings, lane))
     progress = store.progress(job_id)
@@ -129,7 +132,7 @@ def submit(
         opener = source.open if source is not None else lambda _: path.open("rb")
         run.read(path, digest, settings, int(manifest["target_work"]), int(manifest["max_cases"]),
                  opener=opener, name=name or str(path), settled=settled,
-                 spooled=spooled)  # fmt: skip
+                 spooled=spooled, verified=verified)  # fmt: skip
     except (UsageError, InputError):
         store.delete(job_id)  # nothing of a bad or changing file is kept or written
         raise
@@ -194,7 +197,7 @@ class _Production:
     def read(
         self, path: Path, digest: str, settings: Settings, target_work: int, max_cases: int,
         *, opener: Callable[[str], BinaryIO], name: str, settled: Identity | None = None,
-        spooled: bool = False,
+        spooled: bool = False, verified: bool = False,
     ) -> None:  # fmt: skip
         """Read, validate, chunk and queue the whole input; check it is what was hashed (by
         hashing it again, or by its stat when it had `settled`). The game's C scanner reads
@@ -210,7 +213,7 @@ class _Production:
             cut = Limits(target_work, max_cases, limits.max_token_bytes, limits.max_file_bytes)
             try:
                 with opener("rb") as raw:
-                    stream = _checked(raw, settled)
+                    stream = _checked(raw, settled, verified)
                     for piece in slice_chunks(scan, stream, cut):
                         self._queue_slice(piece)
                     _check_digest(stream, digest, name)
@@ -219,7 +222,7 @@ class _Production:
                 self.skip |= set(range(self.chunks))
                 self.counted, self.total, self.chunks = self.chunks, 0, 0
         with opener("rb") as raw:
-            stream = _checked(raw, settled)
+            stream = _checked(raw, settled, verified)
             tokens = TokenReader(stream, name, max_token=limits.max_token_bytes,
                                  max_bytes=limits.max_file_bytes)  # fmt: skip
             on_invalid = (lambda e: self.invalid.append(str(e))) if self.keep_going else None
@@ -260,15 +263,38 @@ class _Production:
             self.on_cases(cases)
 
 
-def _check_digest(stream: _HashingReader | _StatReader, digest: str, name: str) -> None:
+Checked = Union["_HashingReader", "_StatReader", "_VerifiedReader"]
+
+
+def _check_digest(stream: Checked, digest: str, name: str) -> None:
     """Refuse answers of other bytes than the job's name says."""
     if not stream.same_as(digest):
         raise UsageError(f"cannot read {name}: the file changed while it was read")
 
 
-def _checked(raw: BinaryIO, settled: Identity | None) -> _HashingReader | _StatReader:
+def _checked(raw: BinaryIO, settled: Identity | None, verified: bool = False) -> Checked:
     """A reader that can tell whether what it read is what was hashed."""
+    if verified:
+        return _VerifiedReader(raw)
     return _HashingReader(raw) if settled is None else _StatReader(raw, settled)
+
+
+class _VerifiedReader:
+    """A binary stream whose writer checks its bytes against the digest: it ends only once
+    they matched (a mismatch is a read error), so reaching its end is the check."""
+
+    def __init__(self, stream: BinaryIO) -> None:
+        self._stream = stream
+
+    def read(self, size: int = -1, /) -> bytes:
+        """Read."""
+        return self._stream.read(size)
+
+    def same_as(self, digest: str) -> bool:
+        """Read to the end (past what the reader left)."""
+        while self._stream.read(1 << 20):
+            pass
+        return True
 
 
 class _StatReader:

@@ -293,6 +293,8 @@ class Arriving:
     """An input being uploaded into `path`, for a producer that reads while it arrives: its
     digest as the client announced it (the producer checks it against what it read)."""
 
+    verified = True  # its stream ends only once the server found the announced digest
+
     def __init__(self, path: Path, digest: str, arrived: Path, broken: Path) -> None:
         self.path, self.digest = path, digest
         self.arrived, self.broken = arrived, broken
