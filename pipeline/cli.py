@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import io
 import itertools
 import json
 import os
@@ -641,11 +642,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     for sig in _STOP_SIGNALS:  # a closed terminal or SIGTERM cleans up like Ctrl-C
         signal.signal(sig, _interrupt)
+    _whole_writes_to_stdout()
     try:
         return _COMMANDS[args.command](args)
     except GamebatchError as exc:
         _err(f"error: {exc}")
         return exc.exit_code
+    except BrokenPipeError:  # the reader of standard output left: what is left goes nowhere
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     except Exception as exc:
         if type(exc).__module__.split(".")[0] not in ("redis", "kombu"):
             raise
@@ -655,8 +660,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         _err("interrupted")
         return 130
-    except BrokenPipeError:
-        return 1
+
+
+def _whole_writes_to_stdout() -> None:
+    """Give an unbuffered standard output (python -u, PYTHONUNBUFFERED) a buffer again, line
+    by line: its text layer hands each string to a single raw write, and drops what a short
+    write (a pipe whose reader left, a signal) did not take, where a buffer writes the rest
+    or raises."""
+    if isinstance(getattr(sys.stdout, "buffer", None), io.RawIOBase):
+        sys.stdout = io.TextIOWrapper(
+            io.BufferedWriter(sys.stdout.buffer), encoding=sys.stdout.encoding,
+            errors=sys.stdout.errors, line_buffering=True,
+        )  # fmt: skip
 
 
 if __name__ == "__main__":  # runs here (`gamebatch`, or python -m pipeline.launch, may not)
