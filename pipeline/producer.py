@@ -118,7 +118,6 @@ def submit(
     grows, checked by a CRC-32.
     """
     digest, settled = (source.digest, None) if source is not None else hash_file(path)
-    verified = bool(getattr(source, "verified", False))
     job_id = job_id_for(problem, digest) + ("-keep-going" if keep_going else "")
     manifest = store.open_job(job_id, _manifest(problem, path, settings, lane))
     progress = store.progress(job_id)
@@ -132,19 +131,24 @@ def submit(
         opener = source.open if source is not None else lambda _: path.open("rb")
         run.read(path, digest, settings, int(manifest["target_work"]), int(manifest["max_cases"]),
                  opener=opener, name=name or str(path), settled=settled,
-                 spooled=spooled, verified=verified)  # fmt: skip
+                 spooled=spooled, verified=bool(getattr(source, "verified", False)))  # fmt: skip
     except (UsageError, InputError):
         store.delete(job_id)  # nothing of a bad or changing file is kept or written
         raise
     except OSError as exc:
         store.delete(job_id)
         raise UsageError(f"cannot read {path}: {exc.strerror}") from None
+    _finish_production(store, job_id, run)
+    return Submitted(job_id, path, run.total, run.chunks, run.queued, keep_going)
+
+
+def _finish_production(store: Store, job_id: str, run: _Production) -> None:
+    """Record the chunk plan of a job whose every chunk is queued."""
     finished = store.finish_production(job_id, run.chunks, run.total)
     if finished is None:  # Redis lost its data
         raise JobLost(f"Redis lost job {job_id} while it was produced")
     if finished == JobState.CANCELLED:
         raise JobFailed(f"job {job_id} was cancelled")
-    return Submitted(job_id, path, run.total, run.chunks, run.queued, keep_going)
 
 
 LOST_JOB_RETRIES = 3  # readings of an input whose job Redis keeps losing

@@ -14,6 +14,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from functools import partial
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 from typing import Any
@@ -411,6 +412,15 @@ def _digest(data: bytes) -> str:
     return "sha-256=:" + base64.b64encode(hashlib.sha256(data).digest()).decode() + ":"
 
 
+def _paused_blocks(text: bytes, resume: threading.Event) -> Iterator[bytes]:
+    """An upload's body in blocks of 8 kB, the rest after the fifth only once `resume` is
+    set (the job is produced meanwhile)."""
+    for i in range(0, len(text), 8192):
+        yield text[i : i + 8192]
+        if i == 8192 * 4:
+            assert resume.wait(20)
+
+
 def test_an_upload_that_announces_its_digest_is_read_while_it_arrives(
     tmp_path: Path, redis_server: RedisServer, workers: Workers
 ) -> None:
@@ -418,12 +428,7 @@ def test_an_upload_that_announces_its_digest_is_read_while_it_arrives(
     text = _text(STRGAME, 2000, seed=31).encode()
     job_id = f"strgame-{hashlib.sha256(text).hexdigest()[:24]}"
     resume = threading.Event()
-
-    def blocks() -> Iterator[bytes]:
-        for i in range(0, len(text), 8192):
-            yield text[i : i + 8192]
-            if i == 8192 * 4:
-                assert resume.wait(20)  # the rest comes later: the job is produced meanwhile
+    blocks = partial(_paused_blocks, text, resume)
 
     running = Server(tmp_path, redis_server.url, chunk={"max_cases": 20}).start()
     try:
@@ -468,12 +473,7 @@ def test_an_upload_on_a_shared_filesystem_reaches_the_workers_by_its_place_in_th
     text = _text(STRGAME, 2000, seed=37).encode()
     job_id = f"strgame-{hashlib.sha256(text).hexdigest()[:24]}"
     resume = threading.Event()
-
-    def blocks() -> Iterator[bytes]:
-        for i in range(0, len(text), 8192):
-            yield text[i : i + 8192]
-            if i == 8192 * 4:
-                assert resume.wait(20)
+    blocks = partial(_paused_blocks, text, resume)
 
     running = Server(tmp_path, redis_server.url, chunk={"max_cases": 20}, file_payloads=True).start(
         wait_healthy=False
