@@ -38,7 +38,6 @@ def random_word_games(path: Path, games: int, letters: int, *, seed: int) -> Pat
                     pos += len(words[-1])
                 out.write(f"{len(words)} {rng.randint(1, 10)}\n".encode() + b"\n".join(words))
                 out.write(b"\n")
-        _settle(path)
     return path
 
 
@@ -53,7 +52,6 @@ def wide_boards(path: Path, boards: int, width: int, *, seed: int) -> Path:
                 for column in rng.sample(range(0, width, 3), width // 750):
                     rows[rng.randrange(2)][column] = ord("#")
                 out.write(bytes(rows[0]) + b" " + bytes(rows[1]) + b"\n")
-        _settle(path)
     return path
 
 
@@ -74,16 +72,7 @@ def tiny_boards(path: Path, count: int, *, seed: int) -> Path:
                     if ok and rng.random() < 0.2:
                         bottom[i] = ord("#")
                 out.write(bytes(top) + b" " + bytes(bottom) + b"\n")
-        _settle(path)
     return path
-
-
-def _settle(path: Path) -> None:
-    """Date the file an hour back, as a user's input usually is (then `solve` need not hash
-    it twice: see producer.hash_file); its ctime settles in two seconds."""
-    old = time.time() - 3600
-    os.utime(path, (old, old))
-    time.sleep(2.1)
 
 
 def solve_tree(game: str, path: Path, env: dict[str, str], out: Path) -> tuple[float, float]:

@@ -7,7 +7,7 @@ import socket
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from enum import StrEnum
+from enum import IntEnum, StrEnum
 from functools import cache
 from importlib import resources
 from typing import Any, NamedTuple
@@ -143,11 +143,21 @@ SWEEP_FURTHER = 500  # jobs a sweep looks at beyond the open set, in turn
 
 
 class Began(NamedTuple):
-    """A run of a chunk begun: its attempt number and payload; attempt 0 means the chunk has
-    its answers already, -1 that it or its job is gone (then there is no payload)."""
+    """A run of a chunk begun: its attempt number, payload and the payload's digest; attempt
+    0 means the chunk has its answers already, -1 that it or its job is gone (then there is
+    no payload)."""
 
     attempt: int
     payload: bytes | None = None
+    digest: str = ""
+
+
+class Put(IntEnum):
+    """What became of a chunk's payload handed to `put_chunk`."""
+
+    STORED = 1
+    NOT_PRODUCER = -1  # another process produces the job now, or it is gone or cancelled
+    PLAN_DIFFERS = -2  # the job's chunk plan is final and this chunk's bytes are not in it
 
 
 class JobStore:
@@ -164,6 +174,9 @@ class JobStore:
         self._finish = client.register_script(script("finish_production"))
         self._open = client.register_script(script("open_job"))
         self._take = client.register_script(script("take_message"))
+        self._put = client.register_script(script("put_chunk"))
+        self._producer = client.register_script(script("producer"))
+        self._abandon = client.register_script(script("abandon_production"))
 
     @classmethod
     def check_url(cls, url: str) -> None:
@@ -222,20 +235,47 @@ class JobStore:
         raw = self.client.hgetall(keys.job(job_id))
         return _decode(raw) if raw else None
 
-    def finish_production(self, job_id: str, chunks: int, total: int) -> JobState | None:
+    def finish_production(
+        self, job_id: str, chunks: int, total: int, token: str = ""
+    ) -> JobState | None:
         """Record the chunk plan's size once every chunk is queued: RUNNING. Nothing is
-        written when the job is gone (None) or was cancelled meanwhile (CANCELLED). On a Redis
-        watched by Sentinel, None too when no replica acknowledged it and the primary in force
-        does not have it (a failover lost the end of the production: read the input again)."""
-        args: list[int | str] = [chunks, total, JobState.RUNNING.value, JobState.CANCELLED.value]
+        written when the job is gone, or `token` is no longer its producer (None), or it was
+        cancelled meanwhile (CANCELLED). On a Redis watched by Sentinel, None too when no
+        replica acknowledged it and the primary in force does not have it (a failover lost
+        the end of the production: read the input again)."""
+        args: list[str | int] = [chunks, total, JobState.RUNNING, JobState.CANCELLED, token]
         found = {1: JobState.RUNNING, 2: JobState.CANCELLED}.get(int(self._finish(
-            keys=[keys.job(job_id)], args=args)))  # fmt: skip
+            keys=[keys.job(job_id), keys.producer(job_id)], args=args)))  # fmt: skip
         if found == JobState.RUNNING and self.replicated and not self._wait_for_a_replica():
             # no replica has it: a failover in between loses it (and maybe chunks before it)
             state = self.client.hget(keys.job(job_id), "state")
             if state in (None, JobState.PRODUCING.value.encode()):
                 return None
         return found
+
+    def claim_production(self, job_id: str, token: str, seconds: float) -> bool:
+        """Become the job's one producer for `seconds`, unless another process is."""
+        return self._producing(job_id, token, "claim", seconds)
+
+    def renew_production(self, job_id: str, token: str, seconds: float) -> bool:
+        """Stay the job's producer for `seconds` more; False when it is no longer ours."""
+        return self._producing(job_id, token, "renew", seconds)
+
+    def release_production(self, job_id: str, token: str) -> None:
+        """Stop being the job's producer."""
+        self._producing(job_id, token, "release", 0)
+
+    def _producing(self, job_id: str, token: str, verb: str, seconds: float) -> bool:
+        args: list[str | int] = [token, verb, max(int(seconds * 1000), 1)]
+        return int(self._producer(keys=[keys.producer(job_id)], args=args)) == 1
+
+    def abandon_production(self, job_id: str, token: str) -> None:
+        """Give the job up as its producer: a job whose chunk plan is not final is removed
+        with all it holds; one that another run produced keeps its answers."""
+        keys_ = [keys.producer(job_id), keys.job(job_id), keys.JOBS, keys.OPEN_JOBS,
+                 *keys.per_chunk(job_id)]  # fmt: skip
+        if int(self._abandon(keys=keys_, args=[token, job_id])) == 1:
+            self._delete_chunks(job_id)
 
     def set_state(self, job_id: str, state: JobState) -> None:
         """Change the recorded state."""
@@ -306,9 +346,27 @@ class JobStore:
         """Whether chunk `index` has answers."""
         return bool(self.client.hexists(keys.answers(job_id), str(index)))
 
-    def put_chunk(self, job_id: str, index: int, payload: bytes) -> None:
-        """Store a chunk's payload for the worker that will take it."""
-        self.client.set(keys.chunk_input(job_id, index), payload)
+    def answered_digests(self, job_id: str) -> dict[int, str]:
+        """Chunks that have answers, with the digest of the payload they answer."""
+        with self.client.pipeline(transaction=False) as pipe:
+            pipe.hkeys(keys.answers(job_id))
+            pipe.hgetall(keys.sums(job_id))
+            answered, sums = pipe.execute()
+        digests = {int(k): v.decode() for k, v in sums.items()}
+        return {int(i): digests.get(int(i), "") for i in answered}
+
+    def put_chunk(
+        self, job_id: str, index: int, payload: bytes, digest: str = "", token: str = ""
+    ) -> Put:
+        """Store a chunk's payload for the worker that will take it. A producer names the
+        payload's `digest` and its own `token` (see put_chunk.lua); a comparison job, which
+        has one producer by construction, names neither."""
+        if not token:
+            self.client.set(keys.chunk_input(job_id, index), payload)
+            return Put.STORED
+        keys_ = [keys.job(job_id), keys.chunk_input(job_id, index), keys.sums(job_id),
+                 keys.answers(job_id), keys.producer(job_id), keys.errors(job_id)]  # fmt: skip
+        return Put(int(self._put(keys=keys_, args=[index, payload, digest, token])))
 
     def chunk_payload(self, job_id: str, index: int) -> bytes | None:
         """The payload, or None when the chunk is done or its job is gone."""
@@ -318,9 +376,12 @@ class JobStore:
     def begin_chunk(self, job_id: str, index: int, holder: str, lease: int) -> Began:
         """Take the chunk's payload, count a run of it and take its lease, at once."""
         keys_ = [keys.job(job_id), keys.job_field(job_id, "attempts"), keys.lease(job_id, index),
-                 keys.chunk_input(job_id, index), keys.answers(job_id)]  # fmt: skip
+                 keys.chunk_input(job_id, index), keys.answers(job_id),
+                 keys.sums(job_id)]  # fmt: skip
         found = self._begin(keys=keys_, args=[index, holder, lease])
-        return Began(int(found[0]), found[1] if len(found) > 1 else None)
+        if len(found) == 1:
+            return Began(int(found[0]))
+        return Began(int(found[0]), found[1], found[2].decode())
 
     def refresh_lease(self, job_id: str, index: int, holder: str, lease: int) -> None:
         """Keep the chunk's lease alive while it runs."""
@@ -335,9 +396,12 @@ class JobStore:
         value = self.client.hget(keys.job_field(job_id, "cursor"), str(index))
         return None if value is None else int(value)
 
-    def save_answers(self, job_id: str, index: int, codes: str, details: str = "") -> bool:
-        """Store answers (and a comparison chunk's details) atomically and once; False for a
-        duplicate or a vanished job."""
+    def save_answers(
+        self, job_id: str, index: int, codes: str, details: str = "", digest: str = ""
+    ) -> bool:
+        """Store answers (and a comparison chunk's details) atomically and once, if `digest`
+        (that of the payload they answer) is still the chunk's; False for a duplicate, a
+        replaced payload or a vanished job."""
         keys_ = [
             keys.job(job_id),
             keys.answers(job_id),
@@ -346,8 +410,9 @@ class JobStore:
             keys.job_field(job_id, "cursor"),
             keys.lease(job_id, index),
             keys.job_field(job_id, "details"),
+            keys.sums(job_id),
         ]
-        saved = self._save(keys=keys_, args=[index, codes, details]) == 1
+        saved = self._save(keys=keys_, args=[index, codes, details, digest]) == 1
         if saved and self.replicated:
             self._wait_for_a_replica()
         return bool(saved)
@@ -496,7 +561,7 @@ class JobStore:
     def delete(self, job_id: str) -> None:
         """Remove every key of the job (workers then drop its remaining chunks)."""
         with self.client.pipeline() as pipe:
-            pipe.delete(keys.job(job_id), *keys.per_chunk(job_id))
+            pipe.delete(keys.job(job_id), keys.producer(job_id), *keys.per_chunk(job_id))
             pipe.zrem(keys.JOBS, job_id)
             pipe.zrem(keys.OPEN_JOBS, job_id)
             pipe.execute()

@@ -17,6 +17,11 @@ gb:job:{job}:attempts     hash   chunk index -> runs started (removed once answe
 gb:job:{job}:requeued     hash   chunk index -> attempts seen when last re-queued
 gb:job:{job}:cursor       hash   chunk index -> case being solved, on a retried chunk
 gb:job:{job}:lease:{i}    string worker holding chunk i; expires unless refreshed
+gb:job:{job}:sums         hash   chunk index -> digest of what its payload was cut from (the
+                                 stream's SHA-256 so far and the chunk's place in it); answers
+                                 are stored only for the payload of the digest in force
+gb:job:{job}:producer     string the one producer of the job (a random token); expires unless
+                                 renewed, so that a dead producer's job is taken over
 gb:job:{job}:invalid      list   errors of invalid cases let through by --keep-going
 gb:jobs                   zset   job ids by creation time
 gb:jobs:open              zset   job ids the sweep has not seen finished yet
@@ -92,8 +97,18 @@ def lease_prefix(job_id: str) -> str:
 
 
 def job_field(job_id: str, name: str) -> str:
-    """One of the job's per-chunk hashes: out, details, errors, attempts, requeued, cursor."""
+    """One of the job's per-chunk keys: out, details, errors, attempts, requeued, cursor, sums."""
     return f"{PREFIX}:job:{job_id}:{name}"
+
+
+def producer(job_id: str) -> str:
+    """The token of the process producing the job (at most one at a time)."""
+    return job_field(job_id, "producer")
+
+
+def sums(job_id: str) -> str:
+    """The digest of each chunk's payload."""
+    return job_field(job_id, "sums")
 
 
 def answers(job_id: str) -> str:
@@ -108,7 +123,7 @@ def errors(job_id: str) -> str:
 
 def per_chunk(job_id: str) -> list[str]:
     """Every key of a job besides its manifest, payloads and leases."""
-    names = ("out", "details", "errors", "attempts", "requeued", "cursor", "invalid")
+    names = ("out", "details", "errors", "attempts", "requeued", "cursor", "invalid", "sums")
     return [job_field(job_id, n) for n in names]
 
 

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from pipeline.jobstore import Began, JobCounters, JobState, counters
+from pipeline.jobstore import Began, JobCounters, JobState, Put, counters
 from pipeline.store import Store
 
 
@@ -27,6 +27,7 @@ class _Job:
     invalid: list[str] = field(default_factory=list)
     payloads: dict[int, bytes] = field(default_factory=dict)
     leases: dict[int, float] = field(default_factory=dict)  # index -> expiry on the clock
+    sums: dict[int, str] = field(default_factory=dict)  # index -> its payload's digest
 
 
 class MemoryTables:
@@ -54,6 +55,7 @@ class MemoryStore:
         self._sweep_until = 0.0
         self.queues: dict[str, int] = {}  # messages waiting, as a test sets them
         self._tables = MemoryTables()
+        self._producers: dict[str, tuple[str, float]] = {}  # job -> (token, expiry)
 
     @property
     def tables(self) -> MemoryTables:
@@ -83,15 +85,49 @@ class MemoryStore:
         job = self._live(job_id)
         return dict(job.manifest) if job and job.manifest else None
 
-    def finish_production(self, job_id: str, chunks: int, total: int) -> JobState | None:
-        """Every chunk is queued: RUNNING; None when the job is gone, CANCELLED if it was."""
+    def finish_production(
+        self, job_id: str, chunks: int, total: int, token: str = ""
+    ) -> JobState | None:
+        """Every chunk is queued: RUNNING; None when the job is gone or has another producer,
+        CANCELLED if it was cancelled."""
         job = self._live(job_id)
         if job is None or not job.manifest:
             return None
         if job.manifest.get("state") == JobState.CANCELLED.value:
             return JobState.CANCELLED
+        if token and self._producer(job_id) != token:
+            return None
         job.manifest.update(chunks=str(chunks), total=str(total), state=JobState.RUNNING.value)
         return JobState.RUNNING
+
+    def _producer(self, job_id: str) -> str | None:
+        token, until = self._producers.get(job_id, ("", 0.0))
+        return token if until > self.clock() else None
+
+    def claim_production(self, job_id: str, token: str, seconds: float) -> bool:
+        """Become the job's one producer, unless another process is."""
+        if self._producer(job_id) not in (None, token):
+            return False
+        self._producers[job_id] = (token, self.clock() + seconds)
+        return True
+
+    def renew_production(self, job_id: str, token: str, seconds: float) -> bool:
+        """Stay the job's producer; False when it is no longer ours."""
+        return self._producer(job_id) == token and self.claim_production(job_id, token, seconds)
+
+    def release_production(self, job_id: str, token: str) -> None:
+        """Stop being the job's producer."""
+        if self._producer(job_id) == token:
+            del self._producers[job_id]
+
+    def abandon_production(self, job_id: str, token: str) -> None:
+        """Give the job up: removed if its plan is not final (see JobStore)."""
+        if self._producer(job_id) != token:
+            return
+        self.release_production(job_id, token)
+        job = self._live(job_id)
+        if job is not None and job.manifest.get("state") == JobState.PRODUCING.value:
+            self.delete(job_id)
 
     def set_state(self, job_id: str, state: JobState) -> None:
         """Change the recorded state."""
@@ -141,9 +177,34 @@ class MemoryStore:
         """Whether chunk `index` has answers."""
         return index in self.answered(job_id)
 
-    def put_chunk(self, job_id: str, index: int, payload: bytes) -> None:
-        """Store a payload."""
-        self._jobs.setdefault(job_id, _Job({})).payloads[index] = payload
+    def answered_digests(self, job_id: str) -> dict[int, str]:
+        """Chunks with answers, with the digest of the payload they answer."""
+        job = self._live(job_id)
+        return {i: job.sums.get(i, "") for i in job.answers} if job else {}
+
+    def put_chunk(
+        self, job_id: str, index: int, payload: bytes, digest: str = "", token: str = ""
+    ) -> Put:
+        """Store a payload (see JobStore.put_chunk and put_chunk.lua)."""
+        if not token:
+            self._jobs.setdefault(job_id, _Job({})).payloads[index] = payload
+            return Put.STORED
+        job = self._live(job_id)
+        state = job.manifest.get("state") if job else None
+        if job is None or self._producer(job_id) != token or state in (None, "cancelled"):
+            return Put.NOT_PRODUCER
+        if job.sums.get(index) != digest:
+            if state != JobState.PRODUCING.value:
+                return Put.PLAN_DIFFERS
+            codes = job.answers.pop(index, None)
+            if codes is not None:
+                m = job.manifest
+                m["done_chunks"] = str(int(m.get("done_chunks", 0)) - 1)
+                m["done_cases"] = str(int(m.get("done_cases", 0)) - len(codes))
+            job.sums[index] = digest
+        job.errors.pop(index, None)
+        job.payloads[index] = payload
+        return Put.STORED
 
     def chunk_payload(self, job_id: str, index: int) -> bytes | None:
         """The payload, or None."""
@@ -161,7 +222,7 @@ class MemoryStore:
         job.attempts[index] = job.attempts.get(index, 0) + 1
         job.manifest.setdefault("started", repr(self.clock()))
         job.leases[index] = self.clock() + lease
-        return Began(job.attempts[index], job.payloads[index])
+        return Began(job.attempts[index], job.payloads[index], job.sums.get(index, ""))
 
     def refresh_lease(self, job_id: str, index: int, holder: str, lease: int) -> None:
         """Keep the lease alive."""
@@ -176,10 +237,13 @@ class MemoryStore:
         job = self._live(job_id)
         return job.cursor.get(index) if job else None
 
-    def save_answers(self, job_id: str, index: int, codes: str, details: str = "") -> bool:
-        """Store answers (and details) once; False for a duplicate or a vanished job."""
+    def save_answers(
+        self, job_id: str, index: int, codes: str, details: str = "", digest: str = ""
+    ) -> bool:
+        """Store answers (and details) once, for the payload of `digest` only; False for a
+        duplicate, a replaced payload or a vanished job."""
         job = self._live(job_id)
-        if job is None:
+        if job is None or job.sums.get(index, "") != digest:
             return False
         job.payloads.pop(index, None)
         job.leases.pop(index, None)
@@ -298,6 +362,7 @@ class MemoryStore:
         """Remove every trace of the job."""
         self._jobs.pop(job_id, None)
         self._created.pop(job_id, None)
+        self._producers.pop(job_id, None)
 
     def close(self) -> None:
         """Nothing to close."""

@@ -4,19 +4,20 @@ from __future__ import annotations
 
 import hashlib
 import os
+import secrets
 import stat
+import threading
 import time
-import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Protocol, Union
+from typing import BinaryIO, Protocol
 
 from pipeline.chunking import Chunk, chunk_cases
 from pipeline.config import Settings
 from pipeline.errors import InputError, JobFailed, JobLost, UsageError
-from pipeline.jobstore import JobCounters, JobState, this_process
-from pipeline.messages import ChunkPayload, FilePayload, Identity, SlicePayload, file_identity
+from pipeline.jobstore import JobCounters, JobState, Put, this_process
+from pipeline.messages import ChunkPayload, FilePayload, SlicePayload, digest_of
 from pipeline.problem import Problem
 from pipeline.reader import read_batches
 from pipeline.slices import Deferred, Limits, Scanner, SliceChunk, slice_chunks
@@ -41,40 +42,22 @@ class Submitted:
 class Source(Protocol):
     """An input's bytes when they are not simply a file's: its SHA-256 as announced, and a
     binary stream of them (`open("rb")`). A source whose stream ends only once its bytes
-    matched that digest (an upload the server checks as it spools it) says so with an
-    attribute `verified` (True): the producer then does not hash them again."""
+    matched that digest (an upload the server checks as it spools it, into a file no one
+    else writes) says so with an attribute `verified` (True): the producer then does not hash
+    them again."""
 
     digest: str
 
     def open(self, mode: str, /) -> BinaryIO: ...
 
 
-SETTLED_SECONDS = 2.0  # a file unchanged this long before it is hashed: a write shows in stat
-
-
 def checksum(path: Path) -> str:
     """SHA-256 of the file's bytes."""
-    return hash_file(path)[0]
-
-
-def hash_file(path: Path) -> tuple[str, Identity | None]:
-    """SHA-256 of the file's bytes, and what its stat said while it was hashed when the file
-    had settled: then any later write, even one that restores the size and mtime, changes
-    that identity (a write sets ctime, which no program can set back), and reading the file
-    again need not hash it again."""
     try:
         with path.open("rb") as stream:
-            before = os.fstat(stream.fileno())
-            digest = hashlib.file_digest(stream, "sha256").hexdigest()
-            after = os.fstat(stream.fileno())
+            return hashlib.file_digest(stream, "sha256").hexdigest()
     except OSError as exc:
         raise UsageError(f"cannot read {path}: {exc.strerror}") from None
-    settled = (
-        stat.S_ISREG(before.st_mode)
-        and file_identity(before) == file_identity(after)
-        and time.time() - max(before.st_mtime, before.st_ctime) > SETTLED_SECONDS
-    )
-    return digest, file_identity(after) if settled else None
 
 
 def choose_lane(path: Path, settings: Settings, wanted: str = "auto") -> str:
@@ -108,44 +91,106 @@ def submit(
 ) -> Submitted:
     """Validate and queue every chunk without answers; reuse a finished earlier run.
 
+    A job is named by the SHA-256 of its input, and the bytes it is cut from are hashed
+    again as they are read: a job's answers are never of other bytes than its name says.
+    One producer at a time reads a job's input (another waits, or takes over from one that
+    died); chunks that an earlier run answered are reused only when their bytes are the same.
+
     With `window` > 0, waits while that many chunks of this run are unanswered, so that
-    Redis holds a bounded part of a large input. On bad input the job is deleted and the
+    Redis holds a bounded part of a large input. On bad input the job is removed and the
     InputError propagates, unless `keep_going`: then invalid cases are recorded and answered
     with a marker. A `source` gives the digest and the bytes of an input that is not (yet)
     a whole file: an upload still arriving. Error messages call the file `name` (default:
-    its path). A `spooled` input is a file that is only ever appended to (an upload in the
-    server's spool): with `file_payloads` its chunks name their place in it even while it
-    grows, checked by a CRC-32.
+    its path). With `file_payloads`, chunks name their place in a regular (or `spooled`,
+    only ever appended to) input file instead of carrying its bytes.
     """
-    digest, settled = (source.digest, None) if source is not None else hash_file(path)
+    digest = source.digest if source is not None else checksum(path)
     job_id = job_id_for(problem, digest) + ("-keep-going" if keep_going else "")
-    manifest = store.open_job(job_id, _manifest(problem, path, settings, lane))
-    progress = store.progress(job_id)
-    if progress and progress.chunks is not None and progress.done_chunks == progress.chunks:
-        on_cases(progress.total or 0)
-        return Submitted(job_id, path, progress.total or 0, progress.chunks, 0, keep_going)
-    run = _Production(problem, store, send, job_id, keep_going=keep_going, on_cases=on_cases)
+    fields = _manifest(problem, path, settings, lane)
+    token = f"{this_process()}:{secrets.token_hex(8)}"
+    claimed = _claim(store, job_id, fields, token, settings, on_progress=on_progress)
+    if isinstance(claimed, JobCounters):
+        on_cases(claimed.total or 0)
+        return Submitted(job_id, path, claimed.total or 0, claimed.chunks or 0, 0, keep_going)
+    run = _Production(problem, store, send, job_id, token, keep_going=keep_going,
+                      on_cases=on_cases)  # fmt: skip
     if window:
         run.window = Window(store, job_id, settings, on_progress, chunks=window)
-    try:
-        opener = source.open if source is not None else lambda _: path.open("rb")
-        run.read(path, digest, settings, int(manifest["target_work"]), int(manifest["max_cases"]),
-                 opener=opener, name=name or str(path), settled=settled,
-                 spooled=spooled, verified=bool(getattr(source, "verified", False)))  # fmt: skip
-    except (UsageError, InputError):
-        store.delete(job_id)  # nothing of a bad or changing file is kept or written
-        raise
-    except OSError as exc:
-        store.delete(job_id)
-        raise UsageError(f"cannot read {path}: {exc.strerror}") from None
-    _finish_production(store, job_id, run)
+    with _Renewal(store, job_id, token, settings.lease_seconds):
+        try:
+            opener = source.open if source is not None else lambda _: path.open("rb")
+            verified = bool(getattr(source, "verified", False))
+            run.read(path, digest, settings, int(claimed["target_work"]),
+                     int(claimed["max_cases"]), opener=opener, name=name or str(path),
+                     spooled=spooled, verified=verified)  # fmt: skip
+            _finish_production(store, job_id, run)
+        except (UsageError, InputError):
+            store.abandon_production(job_id, token)  # nothing of a bad or changing file is kept
+            raise
+        except OSError as exc:
+            store.abandon_production(job_id, token)
+            raise UsageError(f"cannot read {path}: {exc.strerror}") from None
+        finally:
+            store.release_production(job_id, token)
     return Submitted(job_id, path, run.total, run.chunks, run.queued, keep_going)
+
+
+def _claim(
+    store: Store, job_id: str, fields: dict[str, str | int], token: str, settings: Settings,
+    *, on_progress: Callable[[JobCounters], None],
+) -> dict[str, str] | JobCounters:  # fmt: skip
+    """Become the job's producer: its manifest in force. While another process produces it,
+    wait (it renews its claim while it lives); a job that has every answer already needs no
+    producer (its counters); a cancelled job is started afresh."""
+    first = True
+    while True:
+        manifest = store.open_job(job_id, fields)
+        progress = store.progress(job_id)
+        if progress is None:
+            continue  # removed meanwhile: open it again
+        if progress.chunks is not None and progress.done_chunks == progress.chunks:
+            return progress
+        if progress.state == JobState.CANCELLED:
+            if not first:  # cancelled while this command waited for it
+                raise JobFailed(f"job {job_id} was cancelled")
+            store.delete(job_id)  # a cancel stops a run, it does not bar the input
+            continue
+        first = False
+        if store.claim_production(job_id, token, settings.lease_seconds):
+            return manifest
+        on_progress(progress)
+        time.sleep(settings.poll_interval)
+
+
+class _Renewal:
+    """Renews a producer's claim on its job from a thread of its own, while it produces."""
+
+    def __init__(self, store: Store, job_id: str, token: str, seconds: float) -> None:
+        self.store, self.job_id, self.token, self.seconds = store, job_id, token, seconds
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="gamebatch-producer", daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.seconds / 3):
+            try:
+                if not self.store.renew_production(self.job_id, self.token, self.seconds):
+                    return  # taken over: its writes are refused from now on
+            except Exception:  # a failover: the next renewal, or the next write, tells
+                continue
+
+    def __enter__(self) -> _Renewal:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
 
 
 def _finish_production(store: Store, job_id: str, run: _Production) -> None:
     """Record the chunk plan of a job whose every chunk is queued."""
-    finished = store.finish_production(job_id, run.chunks, run.total)
-    if finished is None:  # Redis lost its data
+    finished = store.finish_production(job_id, run.chunks, run.total, run.token)
+    if finished is None:  # Redis lost its data, or another producer took the job over
         raise JobLost(f"Redis lost job {job_id} while it was produced")
     if finished == JobState.CANCELLED:
         raise JobFailed(f"job {job_id} was cancelled")
@@ -184,49 +229,51 @@ class _Production:
     """One run of the producer over an input: chunks queued, and the invalid cases."""
 
     def __init__(
-        self, problem: Problem, store: Store, send: Send, job_id: str, *, keep_going: bool,
-        on_cases: Callable[[int], None],
+        self, problem: Problem, store: Store, send: Send, job_id: str, token: str, *,
+        keep_going: bool, on_cases: Callable[[int], None],
     ) -> None:  # fmt: skip
         self.problem, self.store, self.send, self.job_id = problem, store, send, job_id
-        self.keep_going, self.on_cases = keep_going, on_cases
+        self.token, self.keep_going, self.on_cases = token, keep_going, on_cases
         self.window: Window | None = None
-        self.file: tuple[str, Identity, bool] | None = None  # chunks as places in this file
-        # (the last: whether it may grow, so that its chunks carry a CRC-32 of their bytes)
-        self.skip = store.answered(job_id)  # answered by an earlier run: not queued again
+        self.file: str | None = None  # chunks as places in this file (its absolute path)
+        self.reusable = store.answered_digests(job_id)  # answered before: kept if the same
+        self.mine: set[int] = set()  # chunks this run queued already (by the C path)
         self.counted = 0  # chunks whose cases were reported already (by the C path)
         self.invalid: list[str] = []
         self.queued = self.total = self.chunks = 0
+        self.name = job_id  # the input as messages call it (set by read)
         store.reset_invalid(job_id)
 
     def read(
         self, path: Path, digest: str, settings: Settings, target_work: int, max_cases: int,
-        *, opener: Callable[[str], BinaryIO], name: str, settled: Identity | None = None,
-        spooled: bool = False, verified: bool = False,
+        *, opener: Callable[[str], BinaryIO], name: str, spooled: bool = False,
+        verified: bool = False,
     ) -> None:  # fmt: skip
-        """Read, validate, chunk and queue the whole input; check it is what was hashed (by
-        hashing it again, or by its stat when it had `settled`). The game's C scanner reads
-        it when it has one; what it defers to is read again by the Python reader, which
-        queues only the chunks after those the scanner queued (both cut the same chunks)."""
-        limits = settings.limits
-        if settings.file_payloads and settled is not None:  # workers read it themselves
-            self.file = (str(path.resolve()), settled, False)
-        elif settings.file_payloads and spooled:
-            self.file = (str(path.resolve()), file_identity(os.stat(path)), True)
+        """Read, validate, chunk and queue the whole input, hashing what is read: it must be
+        the bytes the job is named by. The game's C scanner reads it when it has one; what it
+        defers to is read again by the Python reader, which queues only the chunks after
+        those the scanner queued (both cut the same chunks), once the bytes they were cut
+        from are read again alike."""
+        limits, self.name = settings.limits, name
+        if settings.file_payloads and (spooled or _regular(path)):  # workers read it
+            self.file = str(path.resolve())
         scan: Scanner | None = getattr(self.problem, "scan_chunk", None)
+        seen: _HashingReader | None = None
         if scan is not None and not self.keep_going:
             cut = Limits(target_work, max_cases, limits.max_token_bytes, limits.max_file_bytes)
             try:
                 with opener("rb") as raw:
-                    stream = _checked(raw, settled, verified)
+                    stream = _checked(raw, verified, name)
                     for piece in slice_chunks(scan, stream, cut):
                         self._queue_slice(piece)
                     _check_digest(stream, digest, name)
                 return
             except Deferred:  # the chunks it queued are cut alike: not queued again
-                self.skip |= set(range(self.chunks))
+                self.mine = set(range(self.chunks))
                 self.counted, self.total, self.chunks = self.chunks, 0, 0
+                seen = stream if isinstance(stream, _HashingReader) else None
         with opener("rb") as raw:
-            stream = _checked(raw, settled, verified)
+            stream = _checked(raw, verified, name, seen)
             tokens = TokenReader(stream, name, max_token=limits.max_token_bytes,
                                  max_bytes=limits.max_file_bytes)  # fmt: skip
             on_invalid = (lambda e: self.invalid.append(str(e))) if self.keep_going else None
@@ -237,28 +284,34 @@ class _Production:
         self.store.add_invalid(self.job_id, self.invalid)  # an error after the last case
 
     def _queue(self, chunk: Chunk) -> None:
-        payload = lambda: ChunkPayload(self.problem.name, chunk.first, chunk.cases).encode()  # noqa: E731
-        self._put(chunk.index, len(chunk.cases), payload)
+        payload = ChunkPayload(self.problem.name, chunk.first, chunk.cases).encode()
+        self._put(chunk.index, len(chunk.cases), digest_of(payload), lambda: payload)
         self.store.add_invalid(self.job_id, self.invalid)
         self.invalid.clear()
 
     def _queue_slice(self, piece: SliceChunk) -> None:
-        payload: SlicePayload | FilePayload
+        """A chunk as the input's bytes, or as their place in the input file; either way
+        named by the digest of those bytes and of where its cases are."""
+        data = piece.data
+        place = f"{piece.first}:{piece.count}:{len(data)}"
+        digest = digest_of(data)
+        payload: Callable[[], bytes]
         if self.file is None:
-            payload = SlicePayload(self.problem.name, piece.first, piece.count, piece.data)
+            payload = SlicePayload(self.problem.name, piece.first, piece.count, data).encode
         else:
-            path, identity, growing = self.file
-            crc = zlib.crc32(piece.data) if growing else None
-            payload = FilePayload(self.problem.name, piece.first, piece.count, path,
-                                  piece.offset, len(piece.data), identity, crc)  # fmt: skip
-        self._put(piece.index, piece.count, payload.encode)
+            payload = FilePayload(self.problem.name, piece.first, piece.count, self.file,
+                                  piece.offset, len(data), digest).encode  # fmt: skip
+        self._put(piece.index, piece.count, f"{digest}:{place}", payload)
 
-    def _put(self, index: int, cases: int, payload: Callable[[], bytes]) -> None:
-        """Queue chunk `index` (its payload made only when it has no answers yet)."""
+    def _put(self, index: int, cases: int, digest: str, payload: Callable[[], bytes]) -> None:
+        """Queue chunk `index` unless this run queued it, or an earlier one answered the same
+        bytes (its payload is made only when it is queued)."""
         self.chunks, self.total = index + 1, self.total + cases
-        if index not in self.skip:
+        if index not in self.mine and self.reusable.get(index) != digest:
             data = payload()
-            self.store.put_chunk(self.job_id, index, data)
+            put = self.store.put_chunk(self.job_id, index, data, digest, self.token)
+            if put != Put.STORED:
+                self._refused(put)
             self.send(self.job_id, index)
             self.queued += 1
             if self.window is not None:
@@ -266,21 +319,37 @@ class _Production:
         if index >= self.counted:
             self.on_cases(cases)
 
+    def _refused(self, put: Put) -> None:
+        if put == Put.PLAN_DIFFERS:  # another run produced the job from other bytes
+            raise UsageError(f"cannot read {self.name}: the file changed while it was read")
+        progress = self.store.progress(self.job_id)
+        if progress is not None and progress.state == JobState.CANCELLED:
+            raise JobFailed(f"job {self.job_id} was cancelled")
+        raise JobLost(f"Redis lost job {self.job_id} while it was produced (or another"
+                      " producer took it over)")  # fmt: skip
 
-Checked = Union["_HashingReader", "_StatReader", "_VerifiedReader"]
+
+def _regular(path: Path) -> bool:
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return False
 
 
-def _check_digest(stream: Checked, digest: str, name: str) -> None:
+def _check_digest(stream: _HashingReader | _VerifiedReader, digest: str, name: str) -> None:
     """Refuse answers of other bytes than the job's name says."""
     if not stream.same_as(digest):
         raise UsageError(f"cannot read {name}: the file changed while it was read")
 
 
-def _checked(raw: BinaryIO, settled: Identity | None, verified: bool = False) -> Checked:
-    """A reader that can tell whether what it read is what was hashed."""
+def _checked(
+    raw: BinaryIO, verified: bool, name: str, seen: _HashingReader | None = None
+) -> _HashingReader | _VerifiedReader:
+    """A reader that can tell whether what it read is what was hashed (and, after `seen`
+    read a first part of it, whether that part read the same again)."""
     if verified:
         return _VerifiedReader(raw)
-    return _HashingReader(raw) if settled is None else _StatReader(raw, settled)
+    return _HashingReader(raw, name, seen)
 
 
 class _VerifiedReader:
@@ -301,36 +370,31 @@ class _VerifiedReader:
         return True
 
 
-class _StatReader:
-    """A binary stream of a file that had settled when it was hashed: what is read is what
-    was hashed if the file's identity is the same while it is read and after."""
-
-    def __init__(self, stream: BinaryIO, settled: Identity) -> None:
-        self._stream, self._settled = stream, settled
-        self._opened = file_identity(os.fstat(stream.fileno()))  # a file put in its place differs
-
-    def read(self, size: int = -1, /) -> bytes:
-        """Read."""
-        return self._stream.read(size)
-
-    def same_as(self, digest: str) -> bool:
-        """Whether the file is still the one that was hashed."""
-        now = file_identity(os.fstat(self._stream.fileno()))
-        return self._opened == self._settled == now
-
-
 class _HashingReader:
     """A binary stream that hashes what is read from it, so that a job is named by the
-    bytes it was made of even when the file changes after it was first hashed."""
+    bytes it was made of even when the file changes after it was first hashed. Given an
+    `earlier` reader of the same input that stopped part way, it also checks that the bytes
+    that one read are read again alike (the chunks cut from them are kept)."""
 
-    def __init__(self, stream: BinaryIO) -> None:
-        self._stream = stream
+    def __init__(self, stream: BinaryIO, name: str, earlier: _HashingReader | None = None) -> None:
+        self._stream, self._name = stream, name
         self._hash = hashlib.sha256()
+        self.position = 0
+        self._earlier = (earlier.position, earlier._hash.digest()) if earlier else None
 
     def read(self, size: int = -1, /) -> bytes:
         """Read and hash."""
         data = self._stream.read(size)
-        self._hash.update(data)
+        if self._earlier is not None and self.position + len(data) >= self._earlier[0]:
+            head = self._earlier[0] - self.position
+            self._hash.update(memoryview(data)[:head])
+            if self._hash.digest() != self._earlier[1]:
+                raise UsageError(f"cannot read {self._name}: the file changed while it was read")
+            self._earlier = None
+            self._hash.update(memoryview(data)[head:])
+        else:
+            self._hash.update(data)
+        self.position += len(data)
         return data
 
     def rest_digest(self) -> str:
@@ -340,8 +404,9 @@ class _HashingReader:
         return self._hash.hexdigest()
 
     def same_as(self, digest: str) -> bool:
-        """Whether every byte of the stream hashes to `digest`."""
-        return self.rest_digest() == digest
+        """Whether every byte of the stream hashes to `digest` (and covered the earlier
+        reader's part)."""
+        return self.rest_digest() == digest and self._earlier is None
 
 
 class Window:

@@ -115,7 +115,7 @@ class Lease:
 
 def run_chunk(store: Store, job_id: str, index: int, policy: Policy = Policy()) -> Outcome:
     """Solve (or compare) chunk `index` of `job_id`; safe to run any number of times."""
-    attempt, raw = store.begin_chunk(job_id, index, policy.holder, policy.lease_seconds)
+    attempt, raw, digest = store.begin_chunk(job_id, index, policy.holder, policy.lease_seconds)
     if raw is None:
         return Outcome.DUPLICATE if attempt == 0 else Outcome.GONE
     try:
@@ -149,7 +149,7 @@ def run_chunk(store: Store, job_id: str, index: int, policy: Policy = Policy()) 
             if isinstance(found, Outcome):
                 return found
             codes, details = found, ""
-    saved = store.save_answers(job_id, index, codes, details)
+    saved = store.save_answers(job_id, index, codes, details, digest)
     return Outcome.SOLVED if saved else Outcome.DUPLICATE
 
 

@@ -12,7 +12,9 @@ import fcntl
 import os
 import secrets
 import shutil
+import signal
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -30,6 +32,7 @@ from pipeline.local.redis_server import RedisServer
 from pipeline.local.workers import start_worker
 
 _START_TIMEOUT = 20.0
+_INTERRUPTS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
 # Local workers are stopped only when no task of ours is left, so they are killed at once (a
 # warm shutdown took 0.5 s): a chunk of another command's job that they were running has a
 # lease, and is run again once it lapses, like any chunk of a worker that died.
@@ -77,9 +80,23 @@ class StateDir:
             self._users = None
 
     def wait_for_other_users(self) -> None:
-        """As the owner, before stopping the server: wait until no other command uses it."""
-        if self._users is not None:
+        """As the owner, before stopping the server: wait until no other command uses it.
+        An interrupt (Ctrl-C, SIGTERM) meanwhile is held until then: it stops this command,
+        never the server under another one."""
+        if self._users is None:
+            return
+        try:
+            fcntl.flock(self._users, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except OSError:
+            pass
+        print("gamebatch: note: waiting for the other commands that use this Redis to end",
+              file=sys.stderr, flush=True)  # fmt: skip
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, _INTERRUPTS)
+        try:
             fcntl.flock(self._users, fcntl.LOCK_EX)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
     def unlock(self) -> None:
         """Let another command own the folder."""

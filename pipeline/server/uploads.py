@@ -3,8 +3,10 @@ jobs opened by content (an upload of known content returns the existing job)."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
+import time
 from pathlib import Path
 
 from starlette.concurrency import run_in_threadpool
@@ -19,7 +21,7 @@ from pipeline.server import metrics
 from pipeline.server.auth import Caller
 from pipeline.server.context import ApiError, Service, job_view, record_of
 from pipeline.server.runners import Upload
-from pipeline.server.spool import BadUpload, Received, TooLarge
+from pipeline.server.spool import STALL_SECONDS, BadUpload, Received, TooLarge
 from pipeline.server.webhooks import CallbackRefused, check_callback
 
 JOB_PARAMS = ("problem", "lane", "keep_going", "callback_url", "name")
@@ -98,7 +100,7 @@ async def _upload_in_place(
     _check_length(request, limit)
     _check_raw(request)
     problem = get_problem(params["problem"])
-    job_id = job_id_for(problem, announced) + ("-keep-going" if params["keep_going"] == "1" else "")
+    job_id = _job_id(params, announced)
     length = request.headers.get("content-length", "")
     lane = params["lane"]
     if lane == "auto":  # decided here: the file is still growing (unknown length: bulk)
@@ -108,6 +110,8 @@ async def _upload_in_place(
     fields = _fields(problem.name, name, {**params, "lane": lane}, caller, size=length,
                      uploaded="0")  # fmt: skip
     opened, record = await run_in_threadpool(_open_record, service, job_id, fields)
+    if not opened and record.get("uploaded") == "0":
+        return await _beside_an_arriving_upload(service, request, params, announced, caller)
     if not opened:
         async for _ in request.stream():  # the same content is known: the body is not needed
             pass
@@ -134,6 +138,40 @@ async def _upload_in_place(
     body = job_view(service, await run_in_threadpool(record_of, service, job_id))
     body["links"]["events"] = f"/v1/events?since={token}"
     return JSONResponse(body, 201, headers={"Location": f"/v1/jobs/{job_id}"})
+
+
+ARRIVING_POLL = 0.1  # seconds between looks at another upload of the same content
+
+
+async def _beside_an_arriving_upload(
+    service: Service, request: Request, params: dict[str, str], announced: str, caller: Caller
+) -> Response:
+    """The same content announced while another upload of it still arrives, unchecked: this
+    body is received and checked in full, then this upload takes the job that the other
+    one verified, or, when the other was refused (it lied, or stalled past the body
+    timeout), opens the job itself. An upload never depends on another's honesty."""
+    received = await receive(service, request, raw_only=True)
+    try:
+        if received.sha256 != announced:
+            raise ApiError(400, "the body's SHA-256 is not the one its Content-Digest announced")
+        job_id, deadline = _job_id(params, announced), time.monotonic() + STALL_SECONDS
+        while time.monotonic() < deadline:
+            record = await run_in_threadpool(service.records.get, job_id)
+            if record is None and service.spool.input(job_id).exists():
+                pass  # the other upload was refused: its runner has yet to let its input go
+            elif record is None or record.get("uploaded") != "0":
+                return await run_in_threadpool(_open_job, service, params, received, caller)
+            await asyncio.sleep(ARRIVING_POLL)
+        raise ApiError(503, "another upload of this content is still arriving; try again later",
+                       {"Retry-After": "60"})  # fmt: skip
+    finally:
+        service.spool.discard(received.path)  # kept by now, or not wanted
+
+
+def _job_id(params: dict[str, str], digest: str) -> str:
+    """The job an upload of this content and these parameters is."""
+    suffix = "-keep-going" if params["keep_going"] == "1" else ""
+    return job_id_for(get_problem(params["problem"]), digest) + suffix
 
 
 def _open_record(
@@ -197,7 +235,7 @@ def _open_job(
 ) -> Response:
     problem = get_problem(params["problem"])
     keep_going = params["keep_going"] == "1"
-    job_id = job_id_for(problem, received.sha256) + ("-keep-going" if keep_going else "")
+    job_id = _job_id(params, received.sha256)
     name = params.get("name") or _file_name(received.filename) or f"{job_id}.in"
     fields = _fields(problem.name, name, params, caller, size=str(received.size), uploaded="1")
     opened, record = _open_record(service, job_id, fields)

@@ -2,20 +2,24 @@
 
 from __future__ import annotations
 
+import io
+import mmap
 import os
+import threading
 import time
 from pathlib import Path
+from typing import BinaryIO
 
 import pytest
 
 from pipeline import collector, producer
 from pipeline.config import load_settings
-from pipeline.errors import UsageError
+from pipeline.errors import JobFailed, UsageError
 from pipeline.jobstore import JobStore
 from pipeline.local.redis_server import RedisServer
 from pipeline.registry import get_problem
 from tests.helpers import answers
-from workers.runner import run_chunk
+from workers.runner import Outcome, Policy, run_chunk
 
 pytestmark = pytest.mark.integration
 
@@ -58,35 +62,125 @@ def test_a_file_rewritten_while_it_is_read_is_refused_and_leaves_no_job(
     store.client.close()
 
 
-def test_a_settled_file_is_not_hashed_twice_and_a_rewrite_is_still_caught(
-    tmp_path: Path, redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch
+def test_a_write_through_a_shared_mapping_is_caught_while_read_and_after(
+    tmp_path: Path, redis_server: RedisServer
 ) -> None:
+    """A write through a shared mapping to pages already dirty changes no stat field: the
+    bytes are what is checked, by the producer as it reads them and by the worker that reads
+    a chunk's place in the file. A pristine copy then gets its own answers."""
     problem = get_problem("strgame")
     path = tmp_path / "b.in"
-    path.write_bytes(_text("a" * 127))
-    hour_ago = time.time() - 3600
-    os.utime(path, (hour_ago, hour_ago))
-    time.sleep(producer.SETTLED_SECONDS + 0.1)  # utime set ctime to now: let it settle too
-    _, settled = producer.hash_file(path)
-    assert settled is not None
-    hashed: list[int] = []
-    real = producer._HashingReader.__init__
-    monkeypatch.setattr(producer._HashingReader, "__init__",
-                        lambda self, raw: hashed.append(1) or real(self, raw))  # fmt: skip
+    original = _text("a" * 127)
+    path.write_bytes(original)
     store = JobStore.from_url(redis_server.url)
-    settings = load_settings(broker_url=redis_server.url, chunk={"target_work": 50_000})
-    job = producer.submit(problem, path, store, lambda j, i: None, settings)
-    assert hashed == [] and job.chunks > 1  # read once more, not hashed
-    store.delete(job.job_id)
+    settings = load_settings(broker_url=redis_server.url, chunk={"target_work": 50_000},
+                             file_payloads=True)  # fmt: skip
+    with path.open("r+b") as file, mmap.mmap(file.fileno(), 0) as mapped:
+        mapped[:] = original  # every page dirty now: later writes change no time
+        time.sleep(2.1)  # the file looks settled (older than two seconds)
+        stat_before = os.stat(path)
 
-    def rewrite_same_size_and_times(job_id: str, index: int) -> None:
-        if index == 0:
-            path.write_bytes(_text("a" * 126 + " "))
-            os.utime(path, (hour_ago, hour_ago))  # the mtime put back: ctime still moves
+        def rewrite_in_place(job_id: str, index: int) -> None:
+            if index == 0:
+                mapped[:] = _text("a" * 126 + " ")  # same size, other answers
 
-    with pytest.raises(UsageError, match=r"b\.in: the file changed while it was read"):
-        producer.submit(problem, path, store, rewrite_same_size_and_times, settings)
-    assert store.jobs() == []
+        with pytest.raises(UsageError, match=r"b\.in: the file changed while it was read"):
+            producer.submit(problem, path, store, rewrite_in_place, settings)
+        assert os.stat(path).st_mtime_ns == stat_before.st_mtime_ns, "the mapping moved mtime"
+        assert store.jobs() == [] and store.client.dbsize() == 0, "something of the job was kept"
+
+        mapped[:] = original
+        job = producer.submit(problem, path, store, lambda j, i: None, settings)
+        mapped[:] = _text("a" * 126 + " ")  # after it was queued, before a worker reads it
+        reader = Policy(file_payloads=True)
+        assert {run_chunk(store, job.job_id, i, reader) for i in range(job.chunks)} == {
+            Outcome.FAILED
+        }
+        with pytest.raises(JobFailed, match="changed after it was queued"):
+            collector.wait_for(store, job.job_id, poll=0.01, timeout=5)
+    copy = tmp_path / "copy.in"
+    copy.write_bytes(original)
+    again = producer.submit(problem, copy, store, lambda j, i: None, settings)
+    assert again.job_id == job.job_id and again.queued == again.chunks  # failed chunks again
+    for index in range(again.chunks):
+        assert run_chunk(store, again.job_id, index, reader) == Outcome.SOLVED
+    done = collector.wait_for(store, again.job_id, poll=0.01, timeout=5)
+    out = tmp_path / "b.out"
+    collector.write_result_file(store, again.job_id, problem, done, out)
+    assert out.read_text() == answers(problem, original.decode())
+    store.client.close()
+
+
+class _Planted:
+    """An input announced as one content that streams another: the upload of a liar, which
+    stalls after its first megabyte until `go` is set (then ends: its check fails)."""
+
+    verified = False
+
+    def __init__(self, digest: str, data: bytes, go: threading.Event) -> None:
+        self.digest, self.data, self.go = digest, data, go
+
+    def open(self, mode: str, /) -> BinaryIO:
+        planted = self
+
+        class Stream(io.BytesIO):
+            def read(self, size: int | None = -1, /) -> bytes:
+                if self.tell() >= 1 << 20:
+                    planted.go.wait(30)
+                return super().read(size)
+
+        return Stream(self.data)
+
+
+def test_bytes_planted_under_another_contents_name_are_never_served(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
+    """A producer streams other bytes than the digest it names (an upload that lies, and
+    stalls): its chunks are answered under that name, but another producer of the real
+    content neither reuses them nor finishes before the liar is refused; it then produces
+    the job itself and gets the exact answers."""
+    problem = get_problem("strgame")
+    real, planted = _text("a" * 127), _text("a" * 126 + " ")
+    path = tmp_path / "c.in"
+    path.write_bytes(real)
+    store = JobStore.from_url(redis_server.url)
+    settings = load_settings(broker_url=redis_server.url, chunk={"target_work": 50_000},
+                             lease_seconds=2, poll_interval=0.02)  # fmt: skip
+
+    def solve_now(job_id: str, index: int) -> None:
+        run_chunk(store, job_id, index)
+
+    go, failures = threading.Event(), []
+
+    def liar() -> None:
+        source = _Planted(producer.checksum(path), planted, go)
+        try:
+            producer.submit(problem, path, store, solve_now, settings, source=source)
+        except UsageError as exc:
+            failures.append(str(exc))
+
+    lying = threading.Thread(target=liar)
+    lying.start()
+    job_id = producer.job_id_for(problem, producer.checksum(path))
+    deadline = time.monotonic() + 10
+    while not store.answered(job_id) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert store.answered(job_id), "the liar's first chunks were never answered"
+    honest: list[producer.Submitted] = []
+    worker = threading.Thread(target=lambda: honest.append(
+        producer.submit(problem, path, store, solve_now, settings)))  # fmt: skip
+    worker.start()
+    worker.join(3 * settings.lease_seconds)  # the liar renews its claim all along
+    assert not honest, "the real content was produced beside the liar"
+    go.set()
+    lying.join(10)
+    worker.join(30)
+    assert failures and "changed while it was read" in failures[0]
+    assert honest and honest[0].job_id == job_id
+    done = collector.wait_for(store, job_id, poll=0.01, timeout=5)
+    out = tmp_path / "c.out"
+    collector.write_result_file(store, job_id, problem, done, out)
+    assert out.read_text() == answers(problem, real.decode())
     store.client.close()
 
 
@@ -95,6 +189,6 @@ def test_reading_hashes_every_byte_even_past_an_error(tmp_path: Path) -> None:
     path.write_bytes(b"1\n1 1\na\n")
     digest = producer.checksum(path)
     with path.open("rb") as raw:
-        stream = producer._HashingReader(raw)
+        stream = producer._HashingReader(raw, "x.in")
         assert stream.read(3) == b"1\n1"
         assert stream.rest_digest() == digest

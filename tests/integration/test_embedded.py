@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import stat
 import subprocess
 import sys
@@ -89,6 +90,48 @@ def test_a_command_attached_to_another_ones_redis_outlives_it(tmp_path: Path) ->
         first.communicate()
 
 
+@pytest.mark.parametrize("interrupt", [signal.SIGINT, signal.SIGTERM])
+def test_an_interrupted_owner_keeps_redis_for_the_command_attached_to_it(
+    tmp_path: Path, interrupt: signal.Signals
+) -> None:
+    """The owner of the folder's Redis, interrupted while it waits for an attached command,
+    lets that command finish with its exact answers before it stops the server."""
+    problem = get_problem("strgame")
+    env = command_env(GAMEBATCH_STATE_DIR=str(tmp_path / "state"), GAMEBATCH_WARM_SECONDS="0")
+    commands = {}
+    for name, text in (("owner", "1\n1 1\na\n"), ("attached", "2\n1 1\nab\n2 1\nab\nb\n")):
+        (tmp_path / f"{name}.in").write_text(text)
+        os.mkfifo(tmp_path / f"{name}.out")  # each writes its result there: it waits for a reader
+    try:
+        for name in ("owner", "attached"):
+            commands[name] = subprocess.Popen(
+                [sys.executable, "-m", "pipeline.cli", "solve", "-q", "-p", "strgame",
+                 str(tmp_path / f"{name}.in"), "-o", str(tmp_path / f"{name}.out"),
+                 "--workers", "1"], env=env, stderr=subprocess.PIPE, text=True,
+            )  # fmt: skip
+            deadline = time.monotonic() + 30
+            while not (tmp_path / "state" / "port").exists():
+                assert commands[name].poll() is None and time.monotonic() < deadline
+                time.sleep(0.02)
+        time.sleep(1.0)  # the second has attached (its job done, it waits for its reader)
+        assert (tmp_path / "owner.out").read_text() == answers(problem, "1\n1 1\na\n")
+        time.sleep(1.0)  # the owner waits for the attached command now
+        commands["owner"].send_signal(interrupt)
+        time.sleep(1.0)
+        assert commands["owner"].poll() is None, "the owner stopped under the attached command"
+        attached = (tmp_path / "attached.out").read_text()
+        assert attached == answers(problem, (tmp_path / "attached.in").read_text())
+        _, err = commands["attached"].communicate(timeout=60)
+        assert commands["attached"].returncode == 0, err
+        _, err = commands["owner"].communicate(timeout=60)
+        assert "waiting for the other commands" in err and "Traceback" not in err, err
+    finally:
+        for command in commands.values():
+            if command.poll() is None:
+                command.kill()
+            command.communicate()
+
+
 def test_only_our_own_dead_commands_folders_are_swept(tmp_path: Path) -> None:
     base = tmp_path / "tmp"
     base.mkdir()
@@ -112,9 +155,6 @@ def test_solve_passes_file_references_and_submit_the_bytes(tmp_path: Path) -> No
     problem = get_problem("pathgame")
     path = tmp_path / "p.in"
     path.write_text(input_text(problem, random_cases(problem, "random", 30, 50, seed=2)))
-    old = time.time() - 3600
-    os.utime(path, (old, old))
-    time.sleep(producer.SETTLED_SECONDS + 0.1)  # ctime too
     kinds = {}
     for workers, state in ((True, "a"), (False, "b")):  # a waiting command, a detached submit
         settings = load_settings(state_dir=str(tmp_path / state), warm_seconds=0)

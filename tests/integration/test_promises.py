@@ -68,6 +68,26 @@ def test_cancel_drops_the_queued_work_and_collect_says_so(
     assert not (tmp_path / "r.out").exists()
 
 
+def test_a_cancelled_job_does_not_bar_its_input(
+    tmp_path: Path, redis_server: RedisServer, workers: Workers
+) -> None:
+    """A cancel stops a run: the next solve (or submit) of the same input starts afresh,
+    instead of saying for a week that the job was cancelled."""
+    broker = ["--broker", redis_server.url]
+    path = _big(tmp_path, cases=300)
+    job = gamebatch("submit", "-p", "strgame", str(path), *broker).stdout.split()[-1]
+    assert gamebatch("cancel", job, *broker).returncode == 0
+    workers.start(concurrency=1)
+    out = tmp_path / "r.out"
+    solved = gamebatch("solve", "-q", "-p", "strgame", str(path), "-o", str(out), *broker)
+    assert solved.returncode == 0, solved.stderr
+    assert out.read_text() == answers(get_problem("strgame"), path.read_text())
+    store = JobStore.from_url(redis_server.url)
+    counters = store.progress(job)
+    assert counters is not None and counters.state == JobState.DONE
+    store.close()
+
+
 def test_a_redis_that_lost_its_data_gets_the_input_again(
     tmp_path: Path, redis_server: RedisServer, workers: Workers
 ) -> None:

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from pipeline import keys
-from pipeline.jobstore import JobState, JobStore
+from pipeline.jobstore import JobState, JobStore, Put
 from pipeline.local.redis_server import RedisServer
 from pipeline.memstore import MemoryStore
 from pipeline.store import Store
@@ -55,7 +55,7 @@ def test_attempts_leases_and_abandoned_chunks(store: tuple[Store, Advance]) -> N
     s.open_job(JOB, {"problem": "strgame"})
     s.put_chunk(JOB, 0, b"x")
     s.put_chunk(JOB, 1, b"y")
-    assert s.begin_chunk(JOB, 0, "w1", 1) == (1, b"x")  # its payload with the attempt
+    assert s.begin_chunk(JOB, 0, "w1", 1) == (1, b"x", "")  # its payload with the attempt
     assert s.leased(JOB) and s.unleased(JOB) == [1]
     assert s.abandoned(JOB) == []
     advance(1.2)
@@ -64,10 +64,52 @@ def test_attempts_leases_and_abandoned_chunks(store: tuple[Store, Advance]) -> N
     assert s.begin_chunk(JOB, 0, "w2", 1).attempt == 2
     advance(1.2)
     assert s.abandoned(JOB) == [0]
-    assert s.save_answers(JOB, 0, "0") and s.begin_chunk(JOB, 0, "w3", 1) == (0, None)  # done
-    assert s.begin_chunk(JOB, 7, "w3", 1) == (-1, None)  # no such chunk
+    assert s.save_answers(JOB, 0, "0") and s.begin_chunk(JOB, 0, "w3", 1) == (0, None, "")  # done
+    assert s.begin_chunk(JOB, 7, "w3", 1) == (-1, None, "")  # no such chunk
     s.fail_chunk(JOB, 1, "case 2: boom")
     assert s.progress(JOB).failures == {1: "case 2: boom"}  # type: ignore[union-attr]
+
+
+def test_one_producer_and_answers_of_the_bytes_in_force(store: tuple[Store, Advance]) -> None:
+    """Only the job's producer queues its chunks; answers are kept only for the payload whose
+    digest is the chunk's (a run of a replaced payload stores nothing); a final plan takes
+    no other bytes; giving a job up removes it unless its plan is final."""
+    s, advance = store
+    s.open_job(JOB, {"problem": "strgame"})
+    assert s.claim_production(JOB, "p1", 1) and not s.claim_production(JOB, "p2", 1)
+    assert s.put_chunk(JOB, 0, b"x", "d1", "p2") == Put.NOT_PRODUCER
+    assert s.chunk_payload(JOB, 0) is None
+    assert s.put_chunk(JOB, 0, b"x", "d1", "p1") == Put.STORED
+    assert s.begin_chunk(JOB, 0, "w1", 30) == (1, b"x", "d1")
+    assert s.put_chunk(JOB, 0, b"y", "d2", "p1") == Put.STORED  # other bytes for chunk 0
+    assert not s.save_answers(JOB, 0, "0", "", "d1")  # the run of the replaced payload
+    assert s.answered_digests(JOB) == {} and s.chunk_payload(JOB, 0) == b"y"
+    assert s.begin_chunk(JOB, 0, "w2", 30).digest == "d2"
+    assert s.save_answers(JOB, 0, "1", "", "d2") and s.answered_digests(JOB) == {0: "d2"}
+    assert s.put_chunk(JOB, 0, b"z", "d3", "p1") == Put.STORED  # drops the answers of d2
+    assert s.answered_digests(JOB) == {} and s.progress(JOB).done == 0  # type: ignore[union-attr]
+    assert s.begin_chunk(JOB, 0, "w3", 30).payload == b"z"
+    assert s.save_answers(JOB, 0, "0", "", "d3")
+    assert s.finish_production(JOB, 1, 1, "p2") is None  # not the producer: nothing written
+    assert s.progress(JOB).state == JobState.PRODUCING  # type: ignore[union-attr]
+    assert s.finish_production(JOB, 1, 1, "p1") == JobState.RUNNING
+    assert s.put_chunk(JOB, 0, b"w", "d4", "p1") == Put.PLAN_DIFFERS  # the plan is final
+    assert s.put_chunk(JOB, 0, b"z", "d3", "p1") == Put.STORED  # its own bytes again
+    assert s.answered_digests(JOB) == {0: "d3"}
+    advance(1.2)  # p1 did not renew: another may produce
+    assert not s.renew_production(JOB, "p1", 1) and s.claim_production(JOB, "p2", 30)
+    s.abandon_production(JOB, "p2")  # a final plan is kept, and its producer let go
+    assert s.answered_digests(JOB) == {0: "d3"} and s.claim_production(JOB, "p3", 30)
+    s.release_production(JOB, "p3")
+    other = "strgame-" + "d" * 24
+    s.open_job(other, {"problem": "strgame"})
+    assert s.claim_production(other, "p4", 30)
+    assert s.put_chunk(other, 0, b"x", "d1", "p4") == Put.STORED
+    s.abandon_production(other, "p5")  # not its producer: nothing happens
+    assert s.manifest(other) is not None
+    s.abandon_production(other, "p4")
+    assert s.manifest(other) is None and s.chunk_payload(other, 0) is None
+    assert s.jobs() == [JOB]
 
 
 def test_cancel_and_delete(store: tuple[Store, Advance]) -> None:

@@ -1,0 +1,24 @@
+-- Store a chunk's payload for its job's one producer. A payload of other bytes than the
+-- chunk had drops the answers of those (they answer other cases), unless the job's chunk
+-- plan is final: then the producer read other bytes than the job's, and nothing is written.
+-- Returns 1 when stored, -1 when the caller is no longer the job's producer (or the job is
+-- gone or cancelled), -2 when the plan is final and the chunk's digest differs.
+-- KEYS[1] manifest   KEYS[2] payload   KEYS[3] sums   KEYS[4] answers   KEYS[5] producer
+-- KEYS[6] errors
+-- ARGV[1] chunk index   ARGV[2] payload   ARGV[3] its digest   ARGV[4] producer token
+if redis.call('GET', KEYS[5]) ~= ARGV[4] then return -1 end
+local state = redis.call('HGET', KEYS[1], 'state')
+if state == false or state == 'cancelled' then return -1 end
+if redis.call('HGET', KEYS[3], ARGV[1]) ~= ARGV[3] then
+  if state ~= 'producing' then return -2 end
+  local codes = redis.call('HGET', KEYS[4], ARGV[1])
+  if codes then
+    redis.call('HDEL', KEYS[4], ARGV[1])
+    redis.call('HINCRBY', KEYS[1], 'done_chunks', -1)
+    redis.call('HINCRBY', KEYS[1], 'done_cases', -string.len(codes))
+  end
+  redis.call('HSET', KEYS[3], ARGV[1], ARGV[3])
+end
+redis.call('HDEL', KEYS[6], ARGV[1])
+redis.call('SET', KEYS[2], ARGV[2])
+return 1

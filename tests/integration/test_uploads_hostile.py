@@ -1,0 +1,121 @@
+"""Uploads that lie or stall never decide what another user of the same content gets."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from pipeline.jobstore import JobStore
+from pipeline.local.redis_server import RedisServer
+from pipeline.registry import get_problem
+from tests.conftest import Workers
+from tests.helpers import answers
+from tests.integration.server import Server, wait_until_ended
+from tests.integration.test_pipeline import gamebatch
+
+STRGAME = get_problem("strgame")
+CASES = 4000
+
+
+def _text(word: str) -> bytes:
+    return f"{CASES}\n".encode() + f"1 1\n{word}\n".encode() * CASES
+
+
+def _digest(data: bytes) -> str:
+    return "sha-256=:" + base64.b64encode(hashlib.sha256(data).digest()).decode() + ":"
+
+
+def _stalled(data: bytes, go: threading.Event) -> Iterator[bytes]:
+    """A body sent in 8 kB blocks that stalls after the fifth until `go` is set."""
+    for start in range(0, len(data), 8192):
+        if start == 5 * 8192:
+            go.wait(60)
+        yield data[start : start + 8192]
+
+
+def test_a_planted_upload_serves_no_wrong_answer_and_blocks_no_honest_user(
+    tmp_path: Path, redis_server: RedisServer, workers: Workers
+) -> None:
+    """An upload announces the digest of one input and streams another, stalling after its
+    first chunks were answered. Meanwhile a `solve` of the real input and an honest upload
+    of it, on the same Redis, wait for it instead of taking its answers; once it is refused
+    both get the exact answers."""
+    real, planted = _text("a" * 127), _text("a" * 126 + " ")  # other answers, same size
+    path = tmp_path / "real.in"
+    path.write_bytes(real)
+    job_id = f"strgame-{hashlib.sha256(real).hexdigest()[:24]}"
+    workers.start(concurrency=2)
+    running = Server(tmp_path, redis_server.url, chunk={"max_cases": 50}).start()
+    store = JobStore.from_url(redis_server.url)
+    go, replies = threading.Event(), {}  # upload name -> its reply
+
+    def put(name: str, body: bytes | Iterator[bytes]) -> None:
+        with running.client() as http:
+            replies[name] = http.put("/v1/jobs", params={"problem": "strgame"}, content=body,
+                                     headers={"Content-Digest": _digest(real)})  # fmt: skip
+
+    out = tmp_path / "real.out"
+    solved: list[object] = []
+    command = ["solve", "-q", "-p", "strgame", str(path), "-o", str(out)]
+
+    def solve() -> None:
+        solved.append(gamebatch(*command, "--broker", redis_server.url))
+
+    threads = [
+        threading.Thread(target=put, args=("liar", _stalled(planted, go))),
+        threading.Thread(target=solve),
+        threading.Thread(target=put, args=("honest", real)),
+    ]
+    try:
+        threads[0].start()
+        deadline = time.monotonic() + 30
+        while not store.answered(job_id):  # the liar's first chunks are answered
+            assert time.monotonic() < deadline, "the planted chunks were never answered"
+            time.sleep(0.01)
+        threads[1].start()
+        threads[2].start()
+        time.sleep(3)
+        assert not solved and not out.exists(), "solve finished beside the unverified upload"
+        assert "honest" not in replies
+        go.set()
+        for thread in threads:
+            thread.join(120)
+        assert replies["liar"].status_code == 400, replies["liar"].text
+        assert solved and solved[0].returncode == 0, solved  # type: ignore[attr-defined]
+        assert out.read_bytes().decode() == answers(STRGAME, real.decode())
+        honest = replies["honest"]
+        assert honest.status_code in (200, 201) and honest.json()["id"] == job_id, honest.text
+        with running.client() as http:
+            assert wait_until_ended(http, job_id)["state"] == "done"
+            result = http.get(f"/v1/jobs/{job_id}/result")
+            assert result.text == answers(STRGAME, real.decode())
+    finally:
+        go.set()
+        store.close()
+        running.stop()
+
+
+def test_an_upload_of_a_cancelled_job_starts_afresh(
+    tmp_path: Path, redis_server: RedisServer, workers: Workers
+) -> None:
+    """A cancel stops a run; it does not bar the same input for the result's lifetime."""
+    text = _text("ab")
+    running = Server(tmp_path, redis_server.url, chunk={"max_cases": 50}).start()
+    try:
+        with running.client() as http:
+            created = http.put("/v1/jobs", params={"problem": "strgame"}, content=text)
+            job_id = created.json()["id"]
+            cancelled = http.delete(f"/v1/jobs/{job_id}")
+            assert cancelled.status_code == 200, cancelled.text  # no worker yet: it waits
+            assert wait_until_ended(http, job_id)["state"] == "cancelled"
+            workers.start(concurrency=1)
+            again = http.put("/v1/jobs", params={"problem": "strgame"}, content=text)
+            assert again.status_code in (200, 201) and again.json()["id"] == job_id, again.text
+            assert wait_until_ended(http, job_id)["state"] == "done"
+            assert http.get(f"/v1/jobs/{job_id}/result").text == answers(STRGAME, text.decode())
+    finally:
+        running.stop()
