@@ -154,7 +154,7 @@ def test_a_full_disk_under_the_embedded_redis_is_one_clear_line(tmp_path: Path) 
     big = tmp_path / "big.in"  # about 1 MB of payloads: more than the state folder holds
     big.write_text(input_text(problem, random_cases(problem, "random", 3000, 300, seed=1)))
     with _mounted(tmp_path / "state", "size=1m") as state:
-        env = {"GAMEBATCH_STATE_DIR": str(state)}
+        env = {"GAMEBATCH_STATE_DIR": str(state), "GAMEBATCH_FILE_PAYLOADS": "false"}
         result = gamebatch("solve", "-q", "-p", "strgame", str(big), "-o",
                            str(tmp_path / "r.out"), env=env)  # fmt: skip
         _one_error_line(result, 1, f"the embedded Redis cannot save its data in {state / 'redis'}:"

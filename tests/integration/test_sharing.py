@@ -48,7 +48,7 @@ def test_every_chunk_is_run_once_by_the_command_or_a_worker(
     problem = get_problem("strgame")
     path = tmp_path / "in.txt"
     path.write_text(input_text(problem, random_cases(problem, "random", 3000, 200, seed=8)))
-    workers.start()
+    workers.start(GAMEBATCH_FILE_PAYLOADS="true")  # local workers: they see the command's files
     c = _cluster(redis_server.url)
     settings = c.settings.model_copy(update={"chunk": c.settings.chunk.model_copy(
         update={"target_work": 2000})})  # fmt: skip
@@ -84,11 +84,11 @@ def test_a_production_whose_end_redis_lost_is_read_again(
     c = _cluster(redis_server.url)
     real, lost = c.store.finish_production, []
 
-    def lose_the_first(job_id: str, chunks: int, total: int) -> JobState | None:
+    def lose_the_first(job_id: str, chunks: int, total: int, token: str) -> JobState | None:
         if not lost:
             lost.append(job_id)
             return JobState.RUNNING  # acknowledged by a primary that then died
-        return real(job_id, chunks, total)
+        return real(job_id, chunks, total, token)
 
     monkeypatch.setattr(c.store, "finish_production", lose_the_first)
     notes: list[str] = []

@@ -99,16 +99,27 @@ def test_a_planted_upload_serves_no_wrong_answer_and_blocks_no_honest_user(
         running.stop()
 
 
+def _produced(store: JobStore, job_id: str) -> bool:
+    counters = store.progress(job_id)
+    return counters is not None and counters.chunks is not None
+
+
 def test_an_upload_of_a_cancelled_job_starts_afresh(
     tmp_path: Path, redis_server: RedisServer, workers: Workers
 ) -> None:
     """A cancel stops a run; it does not bar the same input for the result's lifetime."""
     text = _text("ab")
-    running = Server(tmp_path, redis_server.url, chunk={"max_cases": 50}).start()
+    running = Server(tmp_path, redis_server.url, chunk={"max_cases": 50})
+    running.start(wait_healthy=False)  # no worker yet
     try:
         with running.client() as http:
             created = http.put("/v1/jobs", params={"problem": "strgame"}, content=text)
             job_id = created.json()["id"]
+            store, deadline = JobStore.from_url(redis_server.url), time.monotonic() + 30
+            while not _produced(store, job_id):
+                assert time.monotonic() < deadline, "the upload was never produced"
+                time.sleep(0.02)
+            store.close()
             cancelled = http.delete(f"/v1/jobs/{job_id}")
             assert cancelled.status_code == 200, cancelled.text  # no worker yet: it waits
             assert wait_until_ended(http, job_id)["state"] == "cancelled"
