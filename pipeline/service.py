@@ -15,6 +15,7 @@ from pipeline import collector, escape, files, keys, producer
 from pipeline.collector import INVALID_WORD
 from pipeline.config import LANES, Settings, default_state_dir, lane_queue, worker_settings
 from pipeline.errors import GamebatchError, InputError, JobLost, UnknownJob
+from pipeline.files import OutputError
 from pipeline.jobstore import JobCounters, JobState, JobStore, this_process
 from pipeline.local import producers
 from pipeline.problem import Problem
@@ -140,8 +141,9 @@ class FileOutcome:
 
     item: FileJob
     job: producer.Submitted | None  # None: the input was refused
-    error: str | None = None  # the refused input's error line
+    error: str | None = None  # the refused input's (or unwritten result's) error line
     invalid: int = 0  # cases marked INVALID (keep-going mode)
+    status: int = 2  # the exit status an error calls for
 
 
 def solve(
@@ -165,7 +167,7 @@ def solve(
             )
             report(f"error: {outcome.item.input}: invalid cases marked {INVALID_WORD} ({where})")
         if outcome.error or outcome.invalid:
-            status = 2
+            status = max(status, outcome.status if outcome.error else 2)
     return status
 
 
@@ -206,7 +208,12 @@ def run_on(
             outcomes.append(FileOutcome(item, None, result))
         else:
             queued.append((item, result))
-    outcomes += [FileOutcome(item, job, None, steps.collect(item, job)) for item, job in queued]
+    for item, job in queued:  # a result that cannot be written keeps the others from nothing
+        try:
+            outcomes.append(FileOutcome(item, job, None, steps.collect(item, job)))
+        except OutputError as exc:
+            report(f"error: {exc}")
+            outcomes.append(FileOutcome(item, job, f"error: {exc}", status=exc.exit_code))
     order = {item: i for i, item in enumerate(files)}
     return sorted(outcomes, key=lambda o: order[o.item])
 

@@ -188,6 +188,23 @@ def _mounted(path: Path, options: str) -> Iterator[Path]:
         subprocess.run(["umount", "-l", str(path)], check=False)
 
 
+def test_several_results_on_a_full_disk_are_each_written_or_reported(tmp_path: Path) -> None:
+    """A result that does not fit is one error line naming it; the results after it are
+    still written, whole."""
+    problem = get_problem("strgame")
+    big, small, other = (tmp_path / name for name in ("big.in", "small.in", "other.in"))
+    big.write_text("30000\n" + "1 1\na\n" * 30000)  # 180 kB of answers
+    small.write_text("2\n1 1\na\n2 1\nab\nb\n")
+    other.write_text("1\n1 1\nab\n")
+    with _mounted(tmp_path / "out", "size=64k") as out:
+        result = gamebatch("solve", "-q", "-p", "strgame", str(big), str(small), str(other),
+                           "--out-dir", str(out))  # fmt: skip
+        _one_error_line(result, 1, f"cannot write {out / 'big.in.out'}: No space left on device")
+        assert sorted(p.name for p in out.iterdir()) == ["other.in.out", "small.in.out"]
+        for path in (small, other):
+            assert (out / f"{path.name}.out").read_text() == answers(problem, path.read_text())
+
+
 def test_check_output_and_atomic_write_directly(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="it is a folder"):
         check_output(tmp_path)
