@@ -189,9 +189,14 @@ class JobStore:
             probe.close()
 
     @classmethod
-    def wait_for(cls, url: str, report: Callable[[str], None], pause: float = 2.0) -> None:
-        """Return once the Redis at `url` answers (saying once that we wait); a Redis that
-        refuses our credentials is a configuration error, not worth waiting for."""
+    def wait_for(
+        cls, url: str, report: Callable[[str], None], pause: float = 2.0,
+        timeout: float | None = None,
+    ) -> None:  # fmt: skip
+        """Return once the Redis at `url` answers (saying once that we wait), or raise its
+        error after `timeout` seconds; a Redis that refuses our credentials is a
+        configuration error, not worth waiting for."""
+        deadline = None if timeout is None else time.monotonic() + timeout
         waiting = False
         while True:
             try:
@@ -202,10 +207,12 @@ class JobStore:
                     f"Redis at {mask_url(url)} refused the credentials: {exc}"
                 ) from None
             except (redis.ConnectionError, redis.TimeoutError) as exc:
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise
                 if not waiting:
                     report(f"waiting for Redis at {mask_url(url)}: {exc}")
                     waiting = True
-                time.sleep(pause)
+                time.sleep(pause if deadline is None else min(pause, 0.5))
 
     def close(self) -> None:
         """Close the connections."""

@@ -22,6 +22,7 @@ from pipeline.problem import Problem
 from pipeline.progress import ProgressBar
 from pipeline.recovery import Recovery, queued_messages
 from pipeline.registry import get_problem
+from pipeline.sentinel import is_sentinel
 from pipeline.sharing import Sharing
 
 
@@ -81,7 +82,10 @@ def cluster(settings: Settings, *, workers: bool = True, lazy: bool = True) -> I
     started once a chunk is queued or an unfinished job is waited for (unless not `lazy`):
     a command whose work is all cached starts none."""
     if settings.broker_url:
-        JobStore.check_url(settings.broker_url)
+        if is_sentinel(settings.broker_url):  # its primary may be failing over right now
+            JobStore.wait_for(settings.broker_url, _note, timeout=settings.failover_seconds)
+        else:
+            JobStore.check_url(settings.broker_url)
         yield Cluster(settings, JobStore.from_url(settings.broker_url, command=True), lambda: None)
         return
     from pipeline.local.cluster import EmbeddedCluster
@@ -110,6 +114,10 @@ def cluster(settings: Settings, *, workers: bool = True, lazy: bool = True) -> I
             ) from None
         finally:
             store.close()
+
+
+def _note(line: str) -> None:
+    print(f"gamebatch: note: {line}", file=sys.stderr, flush=True)
 
 
 EARLY_WORKERS_BYTES = 32 << 20  # inputs this big start the local workers before hashing

@@ -124,3 +124,34 @@ def _wait_for_cases(url: str, cases: int, timeout: float = 60) -> int:
     finally:
         store.close()
     raise AssertionError(f"fewer than {cases} cases answered")
+
+
+def test_a_command_started_during_a_failover_waits_for_the_new_primary(
+    sentinels: Sentinels, tmp_path: Path
+) -> None:
+    """The primary is gone and the sentinels have not promoted the replica yet: a `solve`
+    started now waits for the promotion (saying so) and gets the exact result."""
+    path, expected = dataset(tmp_path, cases=200)
+    env = sentinels.env(GAMEBATCH_FAILOVER_SECONDS="60")
+    log = (tmp_path / "worker.log").open("wb")
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "pipeline.cli", "worker", "--concurrency", "1"],
+        env=env, stdout=log, stderr=log, start_new_session=True,
+    )  # fmt: skip
+    primary = sentinels.primary_port()
+    old = sentinels.primary if primary == sentinels.primary.port else sentinels.replica
+    assert old.process is not None
+    os.kill(old.process.pid, signal.SIGKILL)
+    try:
+        solve = subprocess.run(
+            [sys.executable, "-m", "pipeline.cli", "solve", "-q", "-p", "strgame", str(path),
+             "-o", str(tmp_path / "out")], env=env, capture_output=True, text=True, timeout=180,
+            check=False,
+        )  # fmt: skip
+        assert solve.returncode == 0, solve.stderr
+        assert "waiting for Redis at" in solve.stderr and sentinels.password not in solve.stderr
+        assert (tmp_path / "out").read_text() == expected
+        assert sentinels.primary_port() != primary
+    finally:
+        terminate(worker, 10)
+        log.close()
