@@ -53,6 +53,8 @@ class Service:
         self.fingerprint = warm.fingerprint()
         self.last = time.monotonic()
         self.stopping = False
+        self.home: tuple[_Inode, _Inode] | None = None  # the folder's and the socket's
+        self.orphaned = False  # the folder was deleted or replaced: its files are not ours
 
     def run(self) -> None:
         """Own the folder's Redis and serve until idle; nothing when another command owns it."""
@@ -67,6 +69,7 @@ class Service:
             _preload()
             self._start_workers()  # announced before anyone can connect: a command finds them
             self.listener = _listen(self.folder / warm.SOCKET_NAME)
+            self.home = self._where()
             self._log(f"serving for {self.seconds:g} s idle, Redis on port {self.redis.port}")
             self._loop()
         finally:
@@ -91,6 +94,14 @@ class Service:
             if not self.children and time.monotonic() - self.last > self.seconds:
                 self._log("idle: stopping")
                 return
+            if self._where() != self.home:
+                self._log("its state folder was deleted or replaced: stopping")
+                self.orphaned = True
+                return
+
+    def _where(self) -> tuple[_Inode, _Inode]:
+        """The state folder and the socket in it, as the file system has them now."""
+        return _inode(self.folder), _inode(self.folder / warm.SOCKET_NAME)
 
     def _accept(self) -> None:
         assert self.listener is not None
@@ -127,20 +138,25 @@ class Service:
 
     def _close(self) -> None:
         if self.listener is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(self.folder / warm.SOCKET_NAME)
+            if not self.orphaned:
+                with contextlib.suppress(OSError):
+                    os.unlink(self.folder / warm.SOCKET_NAME)
             self.listener.close()
             self.listener = None
         for pid in list(self.children):  # commands still running: let them finish
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(pid, 0)
         self.state.wait_for_other_users()
-        warm_workers.withdraw(self.folder)
+        if not self.orphaned:  # a new folder at the same path belongs to another service
+            warm_workers.withdraw(self.folder)
         if self.worker is not None:
             terminate(self.worker, 0)  # no command is left that uses them
         if self.redis is not None:
             self.redis.stop()
-        self.state.unlock()
+        if self.orphaned:
+            self.state.forget()
+        else:
+            self.state.unlock()
 
     def _start_workers(self) -> None:
         """Run the workers the last command ran, so that the next one need not start them."""
@@ -172,6 +188,17 @@ class Service:
     def _log(self, line: str) -> None:
         print(f"{time.strftime('%Y-%m-%d %H:%M:%S')} warm service {os.getpid()}: {line}",
               file=sys.stderr, flush=True)  # fmt: skip
+
+
+_Inode = tuple[int, int] | None  # a file's device and inode; None when it is gone
+
+
+def _inode(path: Path) -> _Inode:
+    try:
+        found = os.stat(path)
+    except OSError:
+        return None
+    return found.st_dev, found.st_ino
 
 
 def _preload() -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -197,6 +198,30 @@ def test_the_service_stops_when_idle_or_when_another_version_asks(tmp_path: Path
     os.kill(second, signal.SIGTERM)
     _wait_gone(second)
     assert not (other.folder / SOCKET_NAME).exists()
+
+
+@pytest.mark.parametrize("replaced", [False, True])
+def test_the_service_stops_when_its_state_folder_is_deleted(
+    warm: Warm, tmp_path: Path, replaced: bool
+) -> None:
+    """A state folder deleted (or deleted and made again) leaves nothing of its service
+    running: neither it, nor its Redis, nor its workers."""
+    path = tmp_path / "x.in"
+    path.write_text("1\n1 1\na\n")
+    assert warm.run("solve", "-q", "-p", "strgame", str(path))[0] == 0
+    pid = warm.wait_until_serving()
+    redis = warm.redis_pid()
+    log = (warm.folder / "warm.log").open()  # kept open: the file goes with the folder
+    shutil.rmtree(warm.folder)
+    if replaced:
+        warm.folder.mkdir()
+        (warm.folder / SOCKET_NAME).write_text("another service's")
+    _wait_gone(pid, seconds=10)
+    assert _gone(redis)
+    assert "state folder was deleted or replaced" in log.read()
+    log.close()
+    if replaced:
+        assert (warm.folder / SOCKET_NAME).read_text() == "another service's"
 
 
 def test_no_service_is_left_when_warm_seconds_is_zero(tmp_path: Path) -> None:
