@@ -18,6 +18,7 @@ import signal
 import socket
 import struct
 import sys
+from pathlib import Path
 
 SOCKET_NAME = "warm.sock"
 LOG_NAME = "warm.log"  # what the service did, in the state folder
@@ -111,8 +112,44 @@ def _connect(path: str) -> socket.socket | None:
 
 def peer_uid(conn: socket.socket) -> int:
     """The user id of the process at the other end of a Unix socket."""
+    return _peer(conn)[1]
+
+
+def _peer(conn: socket.socket) -> tuple[int, int, int]:
+    """The pid, user id and group id of the process at the other end of a Unix socket."""
     creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    return int(struct.unpack("3i", creds)[1])
+    pid, uid, gid = struct.unpack("3i", creds)
+    return int(pid), int(uid), int(gid)
+
+
+# What a forked command inherits from the service, not from its caller: the caller must have
+# the same, or it runs the command itself (a caller with fewer capabilities, other groups or
+# in another namespace must not borrow the service's).
+_CREDENTIALS = ("Uid", "Gid", "Groups", "CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb",
+                "NoNewPrivs", "Seccomp")  # fmt: skip
+_NAMESPACES = ("user", "mnt", "pid", "net", "ipc", "uts", "cgroup", "time")
+
+
+def credentials(pid: int | str) -> dict[str, str] | None:
+    """A process's user and group ids, capabilities, and namespaces (None when it is gone)."""
+    found: dict[str, str] = {}
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            name, _, value = line.partition(":")
+            if name in _CREDENTIALS:
+                found[name] = " ".join(value.split())
+        for space in _NAMESPACES:
+            with contextlib.suppress(FileNotFoundError):  # a kernel without that namespace
+                found[f"ns/{space}"] = os.readlink(f"/proc/{pid}/ns/{space}")
+    except OSError:
+        return None
+    return found
+
+
+def same_credentials(conn: socket.socket) -> bool:
+    """Whether the peer runs with exactly this process's credentials and namespaces."""
+    mine = credentials("self")
+    return mine is not None and credentials(_peer(conn)[0]) == mine
 
 
 def _converse(conn: socket.socket, argv: list[str]) -> int | None:

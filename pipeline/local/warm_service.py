@@ -111,6 +111,10 @@ class Service:
                 return
             request, fds = _receive(conn)
             try:
+                if not warm.same_credentials(conn):
+                    conn.sendall(b"\0\0\0\0")  # the caller runs it with its own rights
+                    self._log("a caller with other credentials or namespaces runs its own")
+                    return
                 if request.get("fingerprint") != self.fingerprint:
                     conn.sendall(b"\0\0\0\0")  # the caller runs it with its own code
                     self._log("another version of the code asked: stopping")

@@ -224,6 +224,29 @@ def test_the_service_stops_when_its_state_folder_is_deleted(
         assert (warm.folder / SOCKET_NAME).read_text() == "another service's"
 
 
+@pytest.mark.skipif(os.getuid() != 0 or not shutil.which("setpriv"), reason="root, setpriv")
+def test_a_caller_with_fewer_capabilities_runs_its_own_command(warm: Warm, tmp_path: Path) -> None:
+    """A caller without CAP_DAC_OVERRIDE cannot read a file of mode 000, and the service,
+    which can, does not read it for that caller: the caller runs the command itself."""
+    readable, secret = tmp_path / "x.in", tmp_path / "secret.in"
+    readable.write_text("1\n1 1\na\n")
+    secret.write_text("1\n1 1\nab\n")
+    secret.chmod(0)
+    assert warm.run("solve", "-q", "-p", "strgame", str(readable))[0] == 0
+    warm.wait_until_serving()
+    weaker = subprocess.run(
+        ["setpriv", "--bounding-set=-dac_override,-dac_read_search", sys.executable, "-m",
+         "pipeline.launch", "solve", "-q", "-p", "strgame", str(secret)],
+        env=warm.env, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert weaker.returncode == 2 and "Permission denied" in weaker.stderr, weaker.stderr
+    assert weaker.stdout == ""
+    assert "a caller with other credentials" in warm.log()
+    assert warm.commands_run() == 0  # the first solve was the one that left the service
+    assert warm.run("solve", "-q", "-p", "strgame", str(readable)) == (0, "Pure\n", "")
+    warm.wait_for_commands(1)  # a caller like the service is still served
+
+
 def test_no_service_is_left_when_warm_seconds_is_zero(tmp_path: Path) -> None:
     cold = Warm(tmp_path / "state", seconds=0)
     path = tmp_path / "x.in"
