@@ -245,15 +245,14 @@ def _solve_targets(args: argparse.Namespace) -> list[Any]:
     """Each input with its result file, checked before any work: every input readable,
     every output writable, no output replacing an input or another input's result."""
     from pipeline import service
-    from pipeline.files import check_output
+    from pipeline.files import check_input, check_output
 
     if len(args.inputs) > 1 and args.output:
         raise UsageError("-o takes one input; use --out-dir DIR for several")
     if len(args.inputs) > 1 and args.out_dir is None:
         raise UsageError("several inputs need --out-dir DIR")
     for path in args.inputs:
-        if not path.is_file():
-            raise UsageError(f"cannot read {path}: no such file")
+        check_input(path)
     if args.out_dir is not None:
         files = [service.FileJob(p, args.out_dir / f"{p.name}.out") for p in args.inputs]
     else:
@@ -296,12 +295,12 @@ def _cmd_submit(args: argparse.Namespace) -> int:
 
         return remote.submit(args, url)
     from pipeline import producer, service
+    from pipeline.files import check_input
     from pipeline.registry import get_problem
 
     settings = _settings(args, need_broker=False)
     problem = get_problem(args.problem)
-    if not args.input.is_file():
-        raise UsageError(f"cannot read {args.input}: no such file")
+    check_input(args.input)
     with service.cluster(settings, workers=False) as c:
         lane = producer.choose_lane(args.input, c.settings, args.lane)
         job = producer.submit(problem, args.input, c.store, c.send, c.settings, lane=lane)
@@ -543,6 +542,7 @@ def _grade_layout(
 ) -> tuple[list[Any], Sequence[Any], list[str]]:
     """Tests, submissions and notes from the command line (bulk folders or files)."""
     from pipeline import escape, layout
+    from pipeline.files import check_input
     from pipeline.grading import Submission, Test
 
     if bulk:
@@ -554,8 +554,7 @@ def _grade_layout(
     if args.scoreboard:
         raise UsageError("--scoreboard needs bulk mode (--tests and --submissions)")
     given, *outputs = args.files
-    if not given.is_file():
-        raise UsageError(f"cannot read {given}: no such file")
+    check_input(given)
     test = Test(escape.file_name(given.stem), given, args.answers)
     subs, notes = [], []
     for path in outputs:

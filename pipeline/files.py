@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import stat
 import tempfile
@@ -15,6 +16,20 @@ from pipeline.errors import GamebatchError, UsageError
 
 class OutputError(GamebatchError):
     """A result or report that could not be written (the work itself is not lost)."""
+
+
+def check_input(path: Path) -> None:
+    """Refuse, before any work, an input that is not a file this process can read."""
+    try:
+        found = os.stat(path)
+    except OSError as exc:
+        why = "no such file" if exc.errno == errno.ENOENT else exc.strerror
+        raise UsageError(f"cannot read {path}: {why}") from None
+    if not stat.S_ISREG(found.st_mode):
+        what = "it is a folder" if stat.S_ISDIR(found.st_mode) else "not a regular file"
+        raise UsageError(f"cannot read {path}: {what}")
+    if not os.access(path, os.R_OK):
+        raise UsageError(f"cannot read {path}: Permission denied")
 
 
 def check_output(path: Path, inputs: Iterable[Path] = ()) -> None:

@@ -51,10 +51,17 @@ def bulk_layout(
     followed or read: a symbolic link (to /etc/passwd, to the tests, out of the folder), a
     FIFO or a device is skipped with a note, and a skipped output is graded all MISSING.
     """
-    if not tests_dir.is_dir():
-        raise UsageError(f"tests folder {tests_dir} does not exist")
-    if not submissions_dir.is_dir():
-        raise UsageError(f"submissions folder {submissions_dir} does not exist")
+    for kind, folder in (("tests", tests_dir), ("submissions", submissions_dir)):
+        try:
+            found = os.stat(folder)
+        except (FileNotFoundError, NotADirectoryError):
+            found = None
+        except OSError as exc:
+            raise UsageError(f"cannot read {kind} folder {folder}: {exc.strerror}") from None
+        if found is None or not stat.S_ISDIR(found.st_mode):
+            raise UsageError(f"{kind} folder {folder} does not exist")
+        if not os.access(folder, os.R_OK | os.X_OK):
+            raise UsageError(f"cannot read {kind} folder {folder}: Permission denied")
     tests = []
     for path in sorted(tests_dir.glob("*.in")):
         ans = path.with_suffix(".ans")

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import shutil
 import stat
 import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -15,7 +17,7 @@ import pytest
 from pipeline.errors import UsageError
 from pipeline.files import OutputError, atomic_write, check_output
 from pipeline.registry import get_problem
-from tests.helpers import answers, input_text, random_cases
+from tests.helpers import answers, command_env, input_text, random_cases
 from tests.integration.test_pipeline import gamebatch
 
 pytestmark = pytest.mark.integration
@@ -203,6 +205,37 @@ def test_several_results_on_a_full_disk_are_each_written_or_reported(tmp_path: P
         assert sorted(p.name for p in out.iterdir()) == ["other.in.out", "small.in.out"]
         for path in (small, other):
             assert (out / f"{path.name}.out").read_text() == answers(problem, path.read_text())
+
+
+@pytest.mark.skipif(os.getuid() != 0 or not shutil.which("setpriv"), reason="root, setpriv")
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["solve", "-p", "strgame", "{dir}/x.in"], "cannot read {dir}/x.in: Permission denied"),
+        (["submit", "-p", "strgame", "{dir}/x.in"], "cannot read {dir}/x.in: Permission denied"),
+        (["grade", "-p", "strgame", "{dir}/x.in", "{dir}/x.out"], "cannot read {dir}/x.in"),
+        (["grade", "-p", "strgame", "--tests", "{dir}/t", "--submissions", "{dir}"],
+         "cannot read tests folder {dir}/t: Permission denied"),
+    ],
+)  # fmt: skip
+def test_an_input_in_an_unreadable_folder_is_one_line(
+    tmp_path: Path, args: list[str], words: str
+) -> None:
+    """As a user who may not read the folder (root without CAP_DAC_OVERRIDE)."""
+    folder = tmp_path / "closed"
+    (folder / "t").mkdir(parents=True)
+    (folder / "x.in").write_text("1\n1 1\na\n")
+    folder.chmod(0)
+    try:
+        given = [a.format(dir=folder) for a in args]
+        result = subprocess.run(
+            ["setpriv", "--bounding-set=-dac_override,-dac_read_search", sys.executable, "-m",
+             "pipeline.cli", *given], capture_output=True, text=True, env=command_env(),
+            timeout=60, check=False,
+        )  # fmt: skip
+    finally:
+        folder.chmod(0o700)
+    _one_error_line(result, 2, words.format(dir=folder))
 
 
 def test_check_output_and_atomic_write_directly(tmp_path: Path) -> None:
