@@ -75,7 +75,11 @@ class ServerSettings(Section):
     webhook_hosts: tuple[str, ...] = ()  # hosts callbacks may go to ("*.example.org" too)
     webhook_private_networks: tuple[str, ...] = ()  # private addresses callbacks may reach
     webhook_attempts: int = Field(6, gt=0)  # deliveries tried, with doubling pauses
-    webhook_timeout: float = Field(10.0, gt=0)
+    webhook_timeout: float = Field(10.0, gt=0)  # seconds to connect, and per read or write
+    webhook_queue: int = Field(1000, gt=0)  # callbacks waiting to be sent; past it one fails
+    webhook_senders: int = Field(4, gt=0)  # threads of each runner that send callbacks
+    header_timeout: float = Field(10.0, gt=0)  # seconds for a request's headers to arrive
+    body_timeout: float = Field(30.0, gt=0)  # a body that sends nothing this long gets 408
 
     @field_validator("tokens", mode="before")
     @classmethod

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 import time
 import uuid
 from importlib import resources
@@ -15,8 +16,8 @@ import redis
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
-from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from pipeline import keys
@@ -27,11 +28,14 @@ from pipeline.server.auth import Caller
 from pipeline.server.context import ApiError, Service, job_id_of, job_view, record_of
 from pipeline.server.records import FINISHED, is_event_token, read_events
 from pipeline.server.runners import deliver_batch
+from pipeline.server.spool import BodyStalled, SpoolFile, TooLarge
 from pipeline.server.uploads import upload
 from pipeline.server.webhooks import CallbackRefused, check_callback
 
 log = logging.getLogger("gamebatch.server")
-EVENT_WAIT_MS = 15_000  # a comment line keeps an idle event stream open this often
+EVENT_WAIT_MS = 5_000  # one blocking read of the event stream, at most
+KEEP_ALIVE_SECONDS = 10.0  # a comment line keeps an idle event stream open this often
+MAX_BATCH_BYTES = 1 << 20  # the JSON body of POST /v1/batches
 _EVERY_SCOPE = Caller("anyone", frozenset({"submit", "read", "admin"}))
 
 
@@ -55,6 +59,7 @@ def create_app(service: Service) -> Starlette:
         Route("/v1/batches/{batch}", _guard(service, "read", _show_batch), methods=["GET"]),
         Route("/v1/events", _guard(service, "read", _events), methods=["GET"]),
         Route("/v1/gradings", _guard(service, "submit", gradings.create), methods=["POST"]),
+        Route("/v1/gradings", _guard(service, "read", _list_gradings), methods=["GET"]),
         Route("/v1/gradings/{grading}", _guard(service, "read", gradings.show), methods=["GET"]),
         Route("/v1/gradings/{grading}", _guard(service, "submit", gradings.cancel),
               methods=["DELETE"]),
@@ -64,9 +69,8 @@ def create_app(service: Service) -> Starlette:
               methods=["GET"]),
     ]
     # fmt: on
-    app = Starlette(
-        routes=routes, exception_handlers={HTTPException: _http_error, Exception: _internal_error}
-    )
+    handlers = {HTTPException: _http_error, BodyStalled: _stalled, Exception: _internal_error}
+    app = Starlette(routes=routes, exception_handlers=handlers)
     app.add_middleware(metrics.Timing)
     return app
 
@@ -96,6 +100,10 @@ def _guard(service: Service, scope: str | None, handler: Any) -> Any:
 async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     return JSONResponse({"error": exc.detail}, exc.status_code, headers=exc.headers)
+
+
+async def _stalled(request: Request, exc: Exception) -> Response:
+    return JSONResponse({"error": str(exc)}, 408, headers={"Connection": "close"})
 
 
 async def _internal_error(request: Request, exc: Exception) -> Response:
@@ -176,19 +184,39 @@ async def _show(service: Service, request: Request, caller: Caller) -> Response:
     return JSONResponse(await run_in_threadpool(show))
 
 
-async def _list(service: Service, request: Request, caller: Caller) -> Response:
+def _paging(request: Request) -> tuple[int, float | None]:
+    """A list's `limit` (1 to 500) and `cursor` (where the previous page ended), checked."""
+    limit = request.query_params.get("limit", "50")
+    if not (limit.isascii() and limit.isdigit() and len(limit) <= 3 and 1 <= int(limit) <= 500):
+        raise ApiError(400, "limit must be a whole number from 1 to 500")
+    cursor = request.query_params.get("cursor")
+    if not cursor:
+        return int(limit), None
     try:
-        limit = int(request.query_params.get("limit", "50"))
-        cursor = request.query_params.get("cursor")
-        before = float(cursor) if cursor else None
+        before = float(cursor) if len(cursor) <= 40 else math.nan
     except ValueError:
-        raise ApiError(400, "limit must be a whole number and cursor a number") from None
-    if not 1 <= limit <= 500:
-        raise ApiError(400, "limit must be from 1 to 500")
+        before = math.nan
+    if not math.isfinite(before):
+        raise ApiError(400, "cursor must be the number a previous page's `next` gave")
+    return int(limit), before
+
+
+async def _list(service: Service, request: Request, caller: Caller) -> Response:
+    limit, before = _paging(request)
     since = await run_in_threadpool(service.records.last_event)  # first: later changes follow
     records, after = await run_in_threadpool(service.records.page, limit, before)
     body: dict[str, Any] = {"jobs": [job_view(service, r) for r in records], "events_since": since}
     body["next"] = f"/v1/jobs?limit={limit}&cursor={after!r}" if after is not None else None
+    return JSONResponse(body)
+
+
+async def _list_gradings(service: Service, request: Request, caller: Caller) -> Response:
+    limit, before = _paging(request)
+    records = service.records.of_kind("grading")
+    since = await run_in_threadpool(records.last_event)
+    found, after = await run_in_threadpool(records.page, limit, before)
+    body: dict[str, Any] = {"gradings": [gradings.view(r) for r in found], "events_since": since}
+    body["next"] = f"/v1/gradings?limit={limit}&cursor={after!r}" if after is not None else None
     return JSONResponse(body)
 
 
@@ -219,7 +247,7 @@ async def _result(service: Service, request: Request, caller: Caller) -> Respons
     etag = f'"{record.get("result_sha256", "")}"'
     if request.headers.get("if-none-match") == etag:
         return Response(status_code=304, headers={"ETag": etag})
-    return FileResponse(
+    return SpoolFile(
         path,
         media_type="text/plain; charset=utf-8",
         filename=f"{record.get('name', job_id)}.out",
@@ -237,7 +265,7 @@ async def _errors(service: Service, request: Request, caller: Caller) -> Respons
     path = service.spool.errors(job_id)
     if not path.exists():
         return Response(b"", media_type="text/plain; charset=utf-8")
-    return FileResponse(path, media_type="text/plain; charset=utf-8")
+    return SpoolFile(path, media_type="text/plain; charset=utf-8")
 
 
 # ---- batches
@@ -245,7 +273,13 @@ async def _errors(service: Service, request: Request, caller: Caller) -> Respons
 
 async def _open_batch(service: Service, request: Request, caller: Caller) -> Response:
     try:
-        doc = json.loads(await request.body())
+        body = await service.spool.read_small(request.stream(), MAX_BATCH_BYTES)
+    except TooLarge:
+        raise ApiError(413, f"a batch is at most {MAX_BATCH_BYTES} bytes of JSON") from None
+    except ClientDisconnect:
+        raise ApiError(400, "the client went away during the request") from None
+    try:
+        doc = json.loads(body)
     except (json.JSONDecodeError, UnicodeDecodeError):
         raise ApiError(400, 'the body must be JSON: {"jobs": [...], "callback_url": ...}') from None
     jobs, url = (doc.get("jobs"), doc.get("callback_url")) if isinstance(doc, dict) else (0, 0)
@@ -259,18 +293,18 @@ async def _open_batch(service: Service, request: Request, caller: Caller) -> Res
         raise ApiError(422, str(exc)) from None
 
     def open_batch() -> dict[str, Any]:
-        for job_id in jobs:
-            if not keys.is_job_id(job_id) or service.records.get(job_id) is None:
+        for job_id in jobs:  # a job the caller may not see is answered as one that is not
+            record = service.records.get(job_id) if keys.is_job_id(job_id) else None
+            if record is None or not caller.may_read(record):
                 raise ApiError(404, f"no job {job_id}")
         batch_id = uuid.uuid4().hex
         service.records.open_batch(batch_id, jobs, url)
         return {"id": batch_id, "jobs": jobs, "links": {"self": f"/v1/batches/{batch_id}"}}
 
-    body = await run_in_threadpool(open_batch)
-    asyncio.get_running_loop().run_in_executor(  # all may have ended already
-        None, deliver_batch, service.settings, service.records, body["id"]
-    )
-    return JSONResponse(body, 201)
+    opened = await run_in_threadpool(open_batch)
+    # all may have ended already (queued: this does not wait for the receiver)
+    await run_in_threadpool(deliver_batch, service.settings, service.records, opened["id"])
+    return JSONResponse(opened, 201)
 
 
 async def _show_batch(service: Service, request: Request, caller: Caller) -> Response:
@@ -309,15 +343,33 @@ async def _newest(service: Service) -> str:
     return str(rows[0][0].decode()) if rows else "0"
 
 
+def _block_ms(client: Any) -> int:
+    """How long one read of the event stream may block: within the client's socket timeout."""
+    options = getattr(getattr(client, "connection_pool", None), "connection_kwargs", {})
+    timeout = options.get("socket_timeout")
+    return EVENT_WAIT_MS if not timeout else max(50, min(EVENT_WAIT_MS, int(timeout * 500)))
+
+
 async def _stream(service: Service, request: Request, since: str, job: str | None) -> Any:
     yield b"retry: 2000\n\n"
+    block = _block_ms(service.events)
+    written = time.monotonic()
     while not await request.is_disconnected():
-        started = time.monotonic()
-        found = await read_events(service.events, since, EVENT_WAIT_MS)
+        try:
+            found = await read_events(service.events, since, block)
+        except redis.ResponseError as exc:
+            log.warning("event stream after %s ended: %s", since, exc)
+            return
+        except redis.RedisError as exc:  # Redis away: read again (the client reconnects)
+            log.warning("event stream: %s: %s", type(exc).__name__, exc)
+            found = []
+            await asyncio.sleep(1.0)
         for token, data in found:
             since = token
             if job is None or json.loads(data).get("job") == job:
                 kind = json.loads(data)["type"]
                 yield f"id: {token}\nevent: {kind}\ndata: {data}\n\n".encode()
-        if not found and time.monotonic() - started >= EVENT_WAIT_MS / 1000 * 0.9:
+                written = time.monotonic()
+        if time.monotonic() - written >= KEEP_ALIVE_SECONDS:
             yield b": keep-alive\n\n"
+            written = time.monotonic()

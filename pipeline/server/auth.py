@@ -18,6 +18,10 @@ class Caller:
     name: str
     scopes: frozenset[str]
 
+    def may_read(self, record: dict[str, str]) -> bool:
+        """Whether this caller may see a record: any with read or admin, else its own."""
+        return bool(self.scopes & {"read", "admin"}) or record.get("owner") == self.name
+
 
 def digest(secret: str) -> str:
     """What the configuration holds for a token."""

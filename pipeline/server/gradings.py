@@ -5,15 +5,17 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import FileResponse, JSONResponse, Response
+from starlette.responses import JSONResponse, Response
 
 from pipeline import grade_service, layout, toolkit
 from pipeline.config import Settings
@@ -25,12 +27,13 @@ from pipeline.server.archives import ArchiveRefused, Limits, unpack
 from pipeline.server.auth import Caller
 from pipeline.server.context import ApiError, Service
 from pipeline.server.records import FINISHED, Records
-from pipeline.server.spool import Spool
+from pipeline.server.spool import Spool, SpoolFile
 from pipeline.server.uploads import receive
 
 log = logging.getLogger("gamebatch.server")
 _ID = re.compile(r"[A-Za-z0-9_.]+(-[A-Za-z0-9_.]+)*-[0-9a-f]{24}(-ignore-case)?(-keep-going)?")
 _PARAMS = ("problem", "ignore_case", "keep_going")
+_CASE = re.compile(r"[0-9]{1,12}")  # a case number of a test
 REPORTS = {  # route -> (file in the grading's folder, media type)
     "report.json": ("report.json", "application/json"),
     "junit": ("junit.xml", "application/xml"),
@@ -105,26 +108,36 @@ async def create(service: Service, request: Request, caller: Caller) -> Response
     return JSONResponse(view(record), 201, headers={"Location": f"/v1/gradings/{grading_id}"})
 
 
+UNPACKING = ".unpack-"  # a folder of gradings/ an archive is unpacked into, then renamed
+
+
 def _unpack(service: Service, archive: Path, grading_id: str) -> None:
-    """Unpack and check the layout; refused archives leave nothing behind."""
+    """Unpack and check the layout in a private folder, then rename it into place; refused
+    archives leave nothing behind."""
     limits = service.settings.limits
     where = folder(service.spool, grading_id)
-    shutil.rmtree(where, ignore_errors=True)  # a failed or cancelled earlier try
-    where.mkdir(parents=True, mode=0o700)
+    where.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    private = Path(tempfile.mkdtemp(prefix=UNPACKING, dir=where.parent))
     try:
-        unpacked = unpack(archive, where / "files",
+        unpacked = unpack(archive, private / "files",
                           Limits(limits.max_archive_files, limits.max_archive_bytes))  # fmt: skip
         root = unpacked.root
         if not (root / "tests").is_dir() or not (root / "subs").is_dir():
             raise ArchiveRefused("the archive needs a tests/ and a subs/ folder")
         layout.bulk_layout(root / "tests", root / "subs")
-        (where / "notes.json").write_text(json.dumps(unpacked.notes))
+        (private / "notes.json").write_text(json.dumps(unpacked.notes))
+        try:
+            os.rename(private, where)
+        except OSError:  # there already (the same archive at once, or an earlier try): the
+            # id names the archive's content, so it holds the same files and this copy goes
+            if not where.is_dir():
+                raise
     except ArchiveRefused as exc:
-        shutil.rmtree(where, ignore_errors=True)
         raise ApiError(exc.status, str(exc)) from None
     except UsageError as exc:
-        shutil.rmtree(where, ignore_errors=True)
         raise ApiError(422, str(exc)) from None
+    finally:
+        shutil.rmtree(private, ignore_errors=True)  # what was not moved into place
 
 
 def view(record: dict[str, str]) -> dict[str, Any]:
@@ -172,7 +185,7 @@ async def report(service: Service, request: Request, caller: Caller) -> Response
     if record.get("state") != "done":
         raise ApiError(409, f"grading {grading_id} is {record.get('state')}, not done")
     file_name, media = REPORTS[name]
-    return FileResponse(folder(service.spool, grading_id) / file_name, media_type=media)
+    return SpoolFile(folder(service.spool, grading_id) / file_name, media_type=media)
 
 
 async def case_input(service: Service, request: Request, caller: Caller) -> Response:
@@ -181,7 +194,7 @@ async def case_input(service: Service, request: Request, caller: Caller) -> Resp
     record = await _record(service, grading_id)
     test, number = str(request.path_params["test"]), str(request.path_params["number"])
     path = folder(service.spool, grading_id) / "files" / "tests" / f"{test}.in"
-    if "/" in test or test.startswith(".") or not number.isdigit() or not path.is_file():
+    if "/" in test or test.startswith(".") or not _CASE.fullmatch(number) or not path.is_file():
         raise ApiError(404, "no such test or case")
     problem = get_problem(record["problem"])
     texts = await run_in_threadpool(toolkit.case_texts, problem, path, {int(number)}, 200)

@@ -38,12 +38,28 @@ _UPLOAD_PARAMS = [
         "description": "the file name that error messages use",
     },
 ]
+_STALLED = {"description": "the body sent nothing for server.body_timeout seconds", **_ERROR}
+_PAGING = [
+    {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 500}},
+    {"name": "cursor", "in": "query", "schema": {"type": "string"},
+     "description": "where the previous page ended (its `next` link)"},
+]  # fmt: skip
+_RANGED = {
+    "206": {"description": "a range of it"},
+    "400": {"description": "a malformed Range header", **_ERROR},
+    "416": {
+        "description": "a range past the end (Content-Range: bytes */SIZE)",
+        **_ERROR,
+        "headers": {"Content-Range": {"schema": {"type": "string"}}},
+    },
+}
 _UPLOADED = {
     "201": {"description": "a new job", **_JOB},
     "200": {"description": "the same content was uploaded before: that job", **_JOB},
     "400": _ERROR,
     "401": _ERROR,
     "403": _ERROR,
+    "408": _STALLED,
     "413": _ERROR,
     "415": _ERROR,
     "422": _ERROR,
@@ -98,11 +114,8 @@ DOCUMENT: dict[str, Any] = {
             },
             "get": _read(
                 "List jobs, newest first",
-                {"200": {"description": "a page of jobs"}},
-                parameters=[
-                    {"name": "limit", "in": "query", "schema": {"type": "integer"}},
-                    {"name": "cursor", "in": "query", "schema": {"type": "string"}},
-                ],
+                {"200": {"description": "a page of jobs, and `next`"}, "400": _ERROR},
+                parameters=_PAGING,
             ),
         },
         "/v1/jobs/{job}": {
@@ -122,7 +135,7 @@ DOCUMENT: dict[str, Any] = {
                 "The result file (Range, ETag: its SHA-256)",
                 {
                     "200": {"description": "one answer per line", "content": {"text/plain": {}}},
-                    "206": {"description": "a range of it"},
+                    **_RANGED,
                     "304": {"description": "unchanged"},
                     "404": _ERROR,
                     "409": {"description": "not complete yet", **_ERROR},
@@ -138,8 +151,16 @@ DOCUMENT: dict[str, Any] = {
         },
         "/v1/batches": {
             "post": _read(
-                "One callback once every job of a batch has ended",
-                {"201": {"description": "the batch"}, "400": _ERROR, "404": _ERROR, "422": _ERROR},
+                "One callback once every job of a batch has ended (a job the token may not"
+                " read is answered 404 like one that does not exist)",
+                {
+                    "201": {"description": "the batch"},
+                    "400": _ERROR,
+                    "404": _ERROR,
+                    "408": _STALLED,
+                    "413": _ERROR,
+                    "422": {"description": "a callback_url that is refused", **_ERROR},
+                },
                 requestBody={
                     "content": {
                         "application/json": {
@@ -198,6 +219,7 @@ DOCUMENT: dict[str, Any] = {
                     "201": {"description": "a new grading"},
                     "200": {"description": "the same archive was graded before: that grading"},
                     "400": _ERROR,
+                    "408": _STALLED,
                     "413": _ERROR,
                     "422": _ERROR,
                     "503": _ERROR,
@@ -226,6 +248,11 @@ DOCUMENT: dict[str, Any] = {
                     },
                 },
             ),
+            "get": _read(
+                "List gradings, newest first",
+                {"200": {"description": "a page of gradings, and `next`"}, "400": _ERROR},
+                parameters=_PAGING,
+            ),
         },
         "/v1/gradings/{grading}": {
             "parameters": [
@@ -253,8 +280,8 @@ DOCUMENT: dict[str, Any] = {
                 },
             ],
             "get": _read(
-                "A report of a done grading",
-                {"200": {"description": "the report"}, "404": _ERROR, "409": _ERROR},
+                "A report of a done grading (Range)",
+                {"200": {"description": "the report"}, **_RANGED, "404": _ERROR, "409": _ERROR},
             ),
         },
         "/v1/gradings/{grading}/cases/{test}/{number}": {

@@ -3,25 +3,29 @@ that order and stopped in reverse; jobs a previous run left unfinished are resum
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import ipaddress
 import logging
+import shutil
 import socket
 import tempfile
 import threading
 import time
 from pathlib import Path
 
+import h11
 import uvicorn
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from pipeline import service
-from pipeline.config import Settings, TokenSetting, default_state_dir
+from pipeline.config import ServerSettings, Settings, TokenSetting, default_state_dir
 from pipeline.errors import UsageError
 from pipeline.jobstore import connect, connect_async
 from pipeline.server.app import create_app
 from pipeline.server.auth import Tokens
 from pipeline.server.context import Service
-from pipeline.server.gradings import GradingTask, folder
+from pipeline.server.gradings import UNPACKING, GradingTask, folder
 from pipeline.server.records import Records
 from pipeline.server.retention import keep_sweeping
 from pipeline.server.runners import RunnerPool, Upload
@@ -61,8 +65,9 @@ def serve(settings: Settings, host: str, port: int, tokens: tuple[TokenSetting, 
     check_exposure(host, tokens)
     logging.basicConfig(level=logging.INFO, format="gamebatch serve: %(message)s")
     with service.cluster(settings, lazy=False) as c:
-        spool = Spool(spool_folder(settings))
+        spool = Spool(spool_folder(settings), settings.server.body_timeout)
         spool.sweep_uploads()
+        _sweep_unpacking(spool)
         server = _instance_name(spool.root)
         records = Records(connect(c.settings.broker_url or "", "gamebatch-server"), server)
         runners = RunnerPool(c.settings, spool, server)
@@ -94,15 +99,104 @@ def serve(settings: Settings, host: str, port: int, tokens: tuple[TokenSetting, 
                 app,
                 host=host,
                 port=port,
+                http=_protocol(settings.server),
                 log_level="warning",
                 access_log=False,
                 timeout_graceful_shutdown=5,
             )
-            uvicorn.Server(config).run()
+            _Announced(config).run()
         finally:
             stop.set()
             runners.close()
             records.client.close()
+
+
+class _Announced(uvicorn.Server):
+    """uvicorn's server, saying where it listens once it does."""
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if self.started:
+            port = self.servers[0].sockets[0].getsockname()[1]
+            host = self.config.host
+            shown = f"[{host}]" if ":" in host else host
+            print(f"gamebatch serve: listening on http://{shown}:{port}/", flush=True)
+
+
+class _Timed(H11Protocol):
+    """uvicorn's HTTP/1.1, closing a connection whose request headers take too long."""
+
+    # Headers: `header_timeout` from the connection or the next request's first byte. A body
+    # the app did not read may arrive for `body_timeout` after the response (bodies the app
+    # reads time out in `Spool`).
+    header_timeout = 10.0
+    body_timeout = 30.0
+    _deadline: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)  # type: ignore[arg-type]
+        self._arm(self.header_timeout)
+
+    def data_received(self, data: bytes) -> None:
+        if self._deadline is None and (self.cycle is None or self.cycle.response_complete):
+            self._arm(self.header_timeout)  # the next request begins
+        super().data_received(data)
+
+    def handle_events(self) -> None:
+        before = self.cycle
+        super().handle_events()
+        if self.cycle is not before:  # a request's headers are in
+            self._disarm()
+
+    def on_response_complete(self) -> None:
+        unread = self.conn.their_state is h11.SEND_BODY
+        super().on_response_complete()
+        if unread and not self.transport.is_closing():
+            self._arm(self.body_timeout)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+    def _arm(self, seconds: float) -> None:
+        self._disarm()
+        self._deadline = self.loop.call_later(seconds, self._expired)
+
+    def _disarm(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+
+    def _expired(self) -> None:
+        self._deadline = None
+        if self.transport.is_closing():
+            return
+        if self.conn.their_state is h11.IDLE and self.conn.trailing_data[0]:
+            self.transport.write(_HEADERS_LATE)  # part of a request came: say why it ends
+        self.transport.close()
+
+
+_LATE = b'{"error":"the request\'s headers did not arrive in time (server.header_timeout)"}'
+_HEADERS_LATE = (
+    b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\nconnection: close\r\n"
+    + b"content-length: %d\r\n\r\n%s" % (len(_LATE), _LATE)
+)
+
+
+def _protocol(settings: ServerSettings) -> type[asyncio.Protocol]:
+    """The HTTP protocol of uvicorn with this configuration's deadlines."""
+
+    class Timed(_Timed):
+        header_timeout = settings.header_timeout
+        body_timeout = settings.body_timeout
+
+    return Timed
+
+
+def _sweep_unpacking(spool: Spool) -> None:
+    """Remove archives a stopped server left half unpacked."""
+    for stale in (spool.root / "gradings").glob(f"{UNPACKING}*"):
+        shutil.rmtree(stale, ignore_errors=True)
 
 
 def _instance_name(root: Path) -> str:

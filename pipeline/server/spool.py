@@ -17,6 +17,14 @@ from typing import BinaryIO, cast
 
 from python_multipart.exceptions import MultipartParseError
 from python_multipart.multipart import MultipartParser, parse_options_header
+from starlette.datastructures import Headers
+from starlette.responses import (
+    FileResponse,
+    JSONResponse,
+    MalformedRangeHeader,
+    RangeNotSatisfiable,
+)
+from starlette.types import Receive, Scope, Send
 
 from pipeline.errors import UsageError
 
@@ -30,6 +38,10 @@ class TooLarge(Exception):
 
 class BadUpload(Exception):
     """A body that is not what the route takes (the message says why)."""
+
+
+class BodyStalled(Exception):
+    """A request body that sent nothing for `server.body_timeout` seconds (answered 408)."""
 
 
 @dataclass(frozen=True)
@@ -46,8 +58,9 @@ class Received:
 class Spool:
     """uploads/ (bodies while they arrive), inputs/ (kept until the job ends), results/."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, body_timeout: float | None = None) -> None:
         self.root = root
+        self.body_timeout = body_timeout  # seconds a body may send nothing; None: no limit
         for name in ("uploads", "inputs", "results"):
             (root / name).mkdir(parents=True, exist_ok=True, mode=0o700)
 
@@ -105,7 +118,7 @@ class Spool:
         reading it); nothing is left if it fails."""
         sink = await (_Sink.at(into, limit) if into else _Sink.open(self.root / "uploads", limit))
         try:
-            async for chunk in chunks:
+            async for chunk in self._paced(chunks):
                 sink.feed(chunk)
                 await sink.flush()
             return await sink.close(None, {})
@@ -126,7 +139,7 @@ class Spool:
         form = _Form(sink)
         try:
             parser = MultipartParser(boundary, form.callbacks())  # type: ignore[arg-type]
-            async for chunk in chunks:
+            async for chunk in self._paced(chunks):
                 parser.write(chunk)
                 form.check()
                 await sink.flush()
@@ -140,6 +153,53 @@ class Spool:
         except BaseException:
             await sink.abort()
             raise
+
+    async def read_small(self, chunks: AsyncIterator[bytes], limit: int) -> bytes:
+        """A small body, held in memory (TooLarge past `limit` bytes)."""
+        body = bytearray()
+        async for chunk in self._paced(chunks):
+            body += chunk
+            if len(body) > limit:
+                raise TooLarge(f"the body is larger than {limit} bytes")
+        return bytes(body)
+
+    async def _paced(self, chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+        """The body's blocks; BodyStalled when none arrives for `body_timeout` seconds."""
+        blocks = aiter(chunks)
+        while True:
+            try:
+                block = await asyncio.wait_for(anext(blocks), self.body_timeout)
+            except StopAsyncIteration:
+                return
+            except TimeoutError:
+                raise BodyStalled(f"the request body sent nothing for {self.body_timeout:g} s"
+                                  " (server.body_timeout)") from None  # fmt: skip
+            yield block
+
+
+class SpoolFile(FileResponse):
+    """A spool file with Range, whose bad ranges get JSON errors (416, or 400)."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        request = Headers(scope=scope)
+        wanted, if_range = request.get("range"), request.get("if-range")
+        if wanted is not None and (if_range is None or if_range == self.headers.get("etag")):
+            if self.stat_result is None:
+                self.stat_result = await asyncio.to_thread(os.stat, self.path)
+                self.set_stat_headers(self.stat_result)
+            size = self.stat_result.st_size
+            try:
+                self._parse_range_header(wanted, size)
+            except RangeNotSatisfiable:
+                message = f"the range {wanted[:80]!r} is not within the {size} bytes of the file"
+                headers = {"Content-Range": f"bytes */{size}"}
+                await JSONResponse({"error": message}, 416, headers)(scope, receive, send)
+                return
+            except MalformedRangeHeader as exc:
+                error = {"error": f"malformed Range header: {exc.content}"}
+                await JSONResponse(error, 400)(scope, receive, send)
+                return
+        await super().__call__(scope, receive, send)
 
 
 class _Sink:

@@ -468,7 +468,7 @@ def test_an_upload_on_a_shared_filesystem_reaches_the_workers_by_its_place_in_th
     tmp_path: Path, redis_server: RedisServer, workers: Workers
 ) -> None:
     """With `file_payloads` (server and workers see the same files), chunks read from an
-    upload while it arrives name their place in the spooled input, with a CRC-32 of their
+    upload while it arrives name their place in the spooled input, with the digest of their
     bytes, instead of carrying them through Redis."""
     text = _text(STRGAME, 2000, seed=37).encode()
     job_id = f"strgame-{hashlib.sha256(text).hexdigest()[:24]}"
@@ -493,7 +493,7 @@ def test_an_upload_on_a_shared_filesystem_reaches_the_workers_by_its_place_in_th
                 assert time.monotonic() < deadline and sender.is_alive()
                 time.sleep(0.01)
             first = decode_payload(store.chunk_payload(job_id, 0) or b"")
-            assert isinstance(first, FilePayload) and first.growing
+            assert isinstance(first, FilePayload)
             assert first.path == str((running.spool / "inputs" / f"{job_id}.in").resolve())
             workers.start(concurrency=2, GAMEBATCH_FILE_PAYLOADS="true")
             resume.set()
