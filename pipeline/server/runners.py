@@ -127,12 +127,13 @@ def run_job(settings: Settings, records: Records, spool: Spool, upload: Upload) 
     except Exception as exc:  # reported on the job; the traceback only in the server's log
         log.exception("job %s", job_id)
         ended = ("failed", {"error": f"internal error: {type(exc).__name__}", "exit_code": 1})
+    # the record first, then the input: an upload of the same content waits for the input
+    # to go before it opens a new record (see uploads._beside_an_arriving_upload)
+    finished = ended is not None and records.finish(job_id, ended[0], **ended[1])
     spool.discard_input(job_id)
-    if ended is None:
-        return
+    if not finished or ended is None:
+        return  # cancelled meanwhile, or the upload was refused: no job
     state, fields = ended
-    if not records.finish(job_id, state, **fields):
-        return  # the upload was refused meanwhile: no job
     records.event(state, job_id, {k: v for k, v in fields.items() if k != "webhook"})
     _notify(settings, records, job_id)
 
@@ -198,10 +199,10 @@ class _EventProgress(ProgressBar):
 
 
 def _notify(settings: Settings, records: Records, job_id: str) -> None:
-    """Deliver the job's callback, and its batch's once every job of the batch ended."""
+    """Queue the job's callback, and its batch's once every job of the batch ended."""
     record = records.get(job_id) or {}
     if record.get("callback_url"):
-        webhooks.deliver(
+        webhooks.send(
             record["callback_url"],
             f"job.{record['state']}",
             {"job": public(record)},
@@ -213,14 +214,14 @@ def _notify(settings: Settings, records: Records, job_id: str) -> None:
 
 
 def deliver_batch(settings: Settings, records: Records, batch_id: str) -> None:
-    """The batch's one callback, if all its jobs ended and nobody delivered it yet."""
+    """Queue the batch's one callback, if all its jobs ended and nobody delivered it yet."""
     batch = records.batch(batch_id)
     if batch is None:
         return
     jobs = [records.get(j) or {"id": j, "state": "failed"} for j in json.loads(batch["jobs"])]
     if any(job.get("state") not in FINISHED for job in jobs) or not records.claim_batch(batch_id):
         return
-    webhooks.deliver(
+    webhooks.send(
         batch["callback_url"],
         "batch.finished",
         {"batch": batch_id, "jobs": [public(job) for job in jobs]},

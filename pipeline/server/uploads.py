@@ -53,10 +53,7 @@ def _job_params(values: dict[str, str]) -> dict[str, str]:
 async def upload(service: Service, request: Request, caller: Caller) -> Response:
     params = _job_params(dict(request.query_params))
     if params.get("callback_url"):
-        try:
-            check_callback(params["callback_url"], service.settings.server)
-        except CallbackRefused as exc:
-            raise ApiError(422, str(exc)) from None
+        _check_callback(service, params["callback_url"])
     if await run_in_threadpool(service.records.pending_count) >= (
         service.settings.server.max_pending_jobs
     ):
@@ -68,9 +65,18 @@ async def upload(service: Service, request: Request, caller: Caller) -> Response
     try:
         fields = {k: v for k, v in received.fields.items() if k in JOB_PARAMS}
         params = _job_params({**fields, **params}) if fields else params
+        if fields.get("callback_url"):  # a form field is checked as the query parameter is
+            _check_callback(service, params["callback_url"])
         return await run_in_threadpool(_open_job, service, params, received, caller)
     finally:
         service.spool.discard(received.path)  # kept by now, or not wanted
+
+
+def _check_callback(service: Service, url: str) -> None:
+    try:
+        check_callback(url, service.settings.server)
+    except CallbackRefused as exc:
+        raise ApiError(422, str(exc)) from None
 
 
 def _announced_digest(header: str | None) -> str | None:
