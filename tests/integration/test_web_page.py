@@ -4,6 +4,7 @@ a real `gamebatch serve`, Redis and workers."""
 from __future__ import annotations
 
 import io
+import os
 import shutil
 import tarfile
 import time
@@ -198,6 +199,81 @@ def test_a_contest_archive_is_graded_with_a_sortable_scoreboard_and_case_tables(
     assert shown_input.split(" / ")[0].split()[0].isdigit()  # the case's "n K" line
     browser.find_element(By.ID, "wrong-only").click()
     _wait(browser, lambda d: len(cases(d)) == 12)
+    assert _console_errors(browser) == []
+
+
+SCREENSHOTS = os.environ.get("PAGE_SCREENSHOTS")  # a folder to keep the page's pictures in
+
+
+def _screenshot(driver: Any, tmp_path: Path, name: str) -> Path:
+    """A picture of the whole page, kept in $PAGE_SCREENSHOTS when it is set."""
+    folder = Path(SCREENSHOTS) if SCREENSHOTS else tmp_path
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.png"
+    height = driver.execute_script("return document.documentElement.scrollHeight")
+    width = driver.get_window_size()["width"]
+    driver.set_window_size(width, max(height + 120, 600))
+    assert driver.save_screenshot(str(path)) and path.stat().st_size > 1000
+    return path
+
+
+def test_no_error_before_a_token_is_typed(server: Server, browser: Any) -> None:
+    browser.get(server.url + "/")
+    _wait(browser, lambda d: "enter an API token" in _text(d, "live"))
+    assert _text(browser, "token-message") == "" and _console_errors(browser) == []
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_the_page_at_desktop_and_phone_width_after_a_reload(
+    server: Server, browser: Any, tmp_path: Path, width: int
+) -> None:
+    """Jobs with their size, cases and time, one refused with a long error, and a grading
+    with its notes and report links; the page is no wider than the window, and a reload
+    shows the same grading again."""
+    archive, _ = _contest(tmp_path)
+    browser.set_window_size(width, 900)
+    _sign_in(browser, server, server.token)
+    _wait(browser, lambda d: _text(d, "live") == "live")
+    good = tmp_path / "good.in"
+    good.write_text(input_text(STRGAME, random_cases(STRGAME, "random", 50, 30, seed=3)))
+    bad = tmp_path / "a-rather-long-name-for-a-file-that-is-not-valid-input.in"
+    bad.write_text("3\n1 1\na\n" + "x" * 300 + "\n")
+    Select(browser.find_element(By.ID, "solve-problem")).select_by_value("strgame")
+    browser.find_element(By.ID, "files").send_keys(f"{good}\n{bad}")
+    browser.find_element(By.CSS_SELECTOR, "#solve-form button").click()
+
+    def row(driver: Any, name: str) -> dict[str, str]:
+        for tr in driver.find_elements(By.CSS_SELECTOR, "#jobs tbody tr"):
+            cells = {c: tr.find_element(By.CLASS_NAME, c).text for c in
+                     ("name", "state", "size", "cases", "time")}  # fmt: skip
+            if cells["name"] == name:
+                return cells
+        return {}
+
+    _wait(browser, lambda d: row(d, "good.in").get("state") == "done")
+    _wait(browser, lambda d: row(d, bad.name).get("state", "").startswith("failed"))
+    shown = row(browser, "good.in")
+    size = f"{good.stat().st_size / 1000:.1f} kB"  # about 2 kB
+    assert (shown["size"], shown["cases"]) == (size, "50"), shown
+    assert shown["time"].endswith(("ms", "s")), shown
+    Select(browser.find_element(By.ID, "grade-problem")).select_by_value("strgame")
+    browser.find_element(By.ID, "archive").send_keys(str(archive))
+    browser.find_element(By.CSS_SELECTOR, "#grade-form button").click()
+    _wait(browser, lambda d: d.find_element(By.ID, "grading").is_displayed())
+    links = [b.text for b in browser.find_elements(By.CSS_SELECTOR, "#grading-links button")]
+    assert {"Download report.json", "Download junit", "Download scoreboard.csv"} <= set(links)
+    page = browser.execute_script("return document.documentElement.scrollWidth")
+    assert page <= width, f"the page is {page} px wide in a window of {width} px"
+    error = browser.find_element(By.CSS_SELECTOR, "#jobs .job-error")
+    assert error.size["width"] > min(width, 700) / 3, "the error is squeezed into a column"
+    _screenshot(browser, tmp_path, f"page-{width}")
+    browser.refresh()  # the grading on show survives a reload
+    _wait(browser, lambda d: d.find_element(By.ID, "grading").is_displayed())
+    grading = browser.execute_script("return state.grading")
+    assert grading and browser.current_url.endswith(f"#grading={grading}")
+    _wait(browser, lambda d: Select(d.find_element(By.ID, "recent")).first_selected_option
+          .get_attribute("value") == grading)  # fmt: skip
+    assert len(Select(browser.find_element(By.ID, "submission")).options) == 2
     assert _console_errors(browser) == []
 
 

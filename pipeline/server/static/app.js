@@ -3,6 +3,7 @@
 "use strict";
 
 const TOKEN_KEY = "gamebatch-token";
+const GRADING_KEY = "gamebatch-grading";
 const ENDED = new Set(["done", "failed", "cancelled", "refused"]);
 const state = {
   token: sessionStorage.getItem(TOKEN_KEY) || "",
@@ -53,12 +54,34 @@ function say(id, text, ok = false) {
   element.classList.toggle("ok", ok);
 }
 
-function cell(row, text, className) {
+function cell(row, text, className, label) {
   const td = document.createElement("td");
   td.textContent = text == null ? "" : String(text);
   if (className) td.className = className;
+  if (label) td.dataset.label = label; // the heading of a job card at phone width
   row.appendChild(td);
   return td;
+}
+
+function bytes(size) {
+  if (size == null || size === "") return "";
+  const units = ["B", "kB", "MB", "GB", "TB"];
+  let value = Number(size);
+  let unit = 0;
+  while (value >= 1000 && unit < units.length - 1) {
+    value /= 1000;
+    unit += 1;
+  }
+  return `${unit ? value.toFixed(value < 10 ? 1 : 0) : value} ${units[unit]}`;
+}
+
+function duration(job) {
+  if (!job.created) return "";
+  const end = job.finished || (ENDED.has(job.state) ? job.created : Date.now() / 1000);
+  const seconds = Math.max(0, end - job.created);
+  if (seconds < 1) return `${Math.round(seconds * 1000)} ms`;
+  if (seconds < 120) return `${seconds.toFixed(1)} s`;
+  return `${Math.floor(seconds / 60)} min ${Math.round(seconds % 60)} s`;
 }
 
 // ---- token
@@ -72,6 +95,11 @@ async function useToken(event) {
 
 async function start() {
   if (state.feed) state.feed.abort();
+  if (!state.token) { // nothing to say against a token not yet typed
+    say("token-message", "");
+    setLive(false, "not connected: enter an API token");
+    return;
+  }
   try {
     const response = await api("/v1/problems");
     const { problems } = await response.json();
@@ -86,6 +114,7 @@ async function start() {
   }
   await loadJobs();
   followEvents();
+  await loadGradings();
 }
 
 // ---- jobs
@@ -113,12 +142,14 @@ function jobRow(id) {
   if (!row) {
     row = document.createElement("tr");
     row.dataset.job = id;
-    const name = cell(row, id);
-    name.className = "name";
-    cell(row, "", "state");
-    cell(row, "").appendChild(progressBar("uploaded", "bytes uploaded", 1));
-    cell(row, "").appendChild(progressBar("solved", "cases solved", 0));
-    const actions = cell(row, "");
+    cell(row, id, "name", "File");
+    cell(row, "", "state", "State");
+    cell(row, "", "size number", "Size");
+    cell(row, "", "cases number", "Cases");
+    cell(row, "", "time number", "Time");
+    cell(row, "", "", "Uploaded").appendChild(progressBar("uploaded", "bytes uploaded", 1));
+    cell(row, "", "", "Solved").appendChild(progressBar("solved", "cases solved", 0));
+    const actions = cell(row, "", "", "Actions");
     const download = document.createElement("button");
     download.type = "button";
     download.textContent = "Download";
@@ -140,6 +171,9 @@ function showJob(job) {
   const row = jobRow(job.id);
   row.dataset.name = job.name || job.id;
   row.querySelector(".name").textContent = job.name || job.id;
+  row.querySelector(".size").textContent = bytes(job.size);
+  row.querySelector(".cases").textContent = job.total == null ? "" : String(job.total);
+  row.querySelector(".time").textContent = duration(job);
   const stateCell = row.querySelector(".state");
   stateCell.textContent = job.state;
   stateCell.classList.toggle("error", job.state === "failed" || job.state === "refused");
@@ -238,19 +272,24 @@ async function solveFile(file, problem) {
   }
 }
 
-async function downloadResult(id, name) {
+function downloadResult(id, name) {
+  return download(`/v1/jobs/${encodeURIComponent(id)}/result`, `${name}.out`, "solve-message");
+}
+
+// A download with the token in its header (a plain link could not send it).
+async function download(path, name, messageId) {
   try {
-    const response = await api(`/v1/jobs/${encodeURIComponent(id)}/result`);
+    const response = await api(path);
     const url = URL.createObjectURL(await response.blob());
     const link = document.createElement("a");
     link.href = url;
-    link.download = `${name}.out`;
+    link.download = name;
     document.body.appendChild(link);
     link.click();
     link.remove();
     setTimeout(() => URL.revokeObjectURL(url), 10000);
   } catch (error) {
-    say("solve-message", error.message);
+    say(messageId, error.message);
   }
 }
 
@@ -363,18 +402,78 @@ async function gradeArchive(event) {
     const grading = await uploadFile(archive, {
       method: "POST", path: `/v1/gradings?problem=${problem}`,
     }, $("archive-progress"));
-    state.grading = grading.id;
+    remember(grading.id);
     showGradingState(grading);
     if (grading.state === "done") await showReport(grading);
+    await loadGradings();
   } catch (error) {
     say("grade-message", error.message);
   }
 }
 
+// The grading on show survives a reload: its id is in the address and in this tab's storage.
+function remember(id) {
+  state.grading = id;
+  sessionStorage.setItem(GRADING_KEY, id);
+  history.replaceState(null, "", `#grading=${encodeURIComponent(id)}`);
+}
+
+function rememberedGrading() {
+  const match = /^#grading=([^&]+)$/.exec(location.hash);
+  return match ? decodeURIComponent(match[1]) : sessionStorage.getItem(GRADING_KEY);
+}
+
+async function loadGradings() {
+  let gradings = [];
+  try {
+    gradings = (await (await api("/v1/gradings?limit=20")).json()).gradings || [];
+  } catch (_) {
+    gradings = []; // a token that may not list them: the one on show still is
+  }
+  const select = $("recent");
+  select.replaceChildren(new Option("choose…", ""),
+    ...gradings.map((g) => new Option(gradingLabel(g), g.id)));
+  $("recent-gradings").hidden = gradings.length === 0;
+  const wanted = rememberedGrading();
+  if (wanted && wanted !== state.grading) {
+    state.grading = wanted;
+    await refreshGrading();
+  }
+  if (state.grading) select.value = state.grading;
+}
+
+function gradingLabel(grading) {
+  const when = grading.created ? ` · ${new Date(grading.created * 1000).toLocaleString()}` : "";
+  return `${grading.id.slice(0, 12)} · ${grading.problem || ""} · ${grading.state}${when}`;
+}
+
+async function showRecent() {
+  const id = $("recent").value;
+  if (!id) return;
+  remember(id);
+  $("grading").hidden = true;
+  await refreshGrading();
+}
+
 function showGradingState(grading) {
-  const notes = (grading.notes || []).length ? ` (${grading.notes.length} notes)` : "";
-  const text = grading.state === "failed" ? `grading failed: ${grading.error}` : `grading ${grading.state}${notes}`;
+  const notes = grading.notes || [];
+  const text = grading.state === "failed" ? `grading failed: ${grading.error}` : `grading ${grading.state}`;
   say("grade-message", text, grading.state !== "failed");
+  const listed = [...$("recent").options].find((option) => option.value === grading.id);
+  if (listed) listed.textContent = gradingLabel(grading);
+  $("grading-notes").replaceChildren(...notes.map((note) => {
+    const item = document.createElement("li");
+    item.textContent = note;
+    return item;
+  }));
+  const links = Object.entries(grading.links || {}).filter(([name]) => name !== "self");
+  $("grading-links").replaceChildren(...(grading.state === "done" ? links : []).map(([name, path]) => {
+    const button = document.createElement("button");
+    button.type = "button";
+    button.textContent = `Download ${name}`;
+    button.addEventListener("click", () => download(path, `${grading.id}-${name}${name === "junit" ? ".xml" : ""}`, "grade-message"));
+    return button;
+  }));
 }
 
 async function refreshGrading() {
@@ -498,5 +597,6 @@ document.addEventListener("DOMContentLoaded", () => {
   $("grade-form").addEventListener("submit", gradeArchive);
   $("submission").addEventListener("change", renderCases);
   $("wrong-only").addEventListener("change", renderCases);
+  $("recent").addEventListener("change", showRecent);
   start();
 });
