@@ -250,6 +250,9 @@ class _Outputs(Sequence[comparing.Output]):
         return comparing.Output(key.hex(), sub.path, self.found.expected[sub.test], digest.hex())
 
 
+COMPARE_KEPT_SECONDS = 600  # a gathered comparison job, for gradings of the same files
+
+
 def _compare_on(
     c: service.Cluster, todo: Sequence[comparing.Output], contest: Contest, progress: ProgressBar
 ) -> Iterator[FileVerdicts]:
@@ -275,9 +278,10 @@ def _compare_on(
         comparing.finish_production(c.store, job_id, chunks, cases)
     service.wait(c, job_id, timeout=None, progress=progress)
     yield from comparing.gather(c.store, job_id, todo)
-    # the files' verdicts are kept by their keys now: the job is not needed (were the last
-    # ones not stored after all, a re-run compares just those again)
-    c.store.delete(job_id)
+    # the files' verdicts are kept by their keys now: the job is needed only by another
+    # grading of the same files that waits on it too, so it expires soon (were the last
+    # verdicts not stored after all, a re-run compares just those again)
+    c.store.finish(job_id, COMPARE_KEPT_SECONDS)
 
 
 def _compare_here(todo: Sequence[comparing.Output], contest: Contest) -> Iterator[FileVerdicts]:

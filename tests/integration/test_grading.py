@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 import redis
 
+from pipeline.grade_service import COMPARE_KEPT_SECONDS
 from pipeline.local.children import terminate
 from pipeline.local.redis_server import RedisServer
 from pipeline.registry import get_problem
@@ -171,6 +172,33 @@ def _verdict_keys(url: str) -> set[bytes]:
 
 
 @pytest.mark.integration
+def test_gradings_of_the_same_files_at_once_share_their_comparison(
+    tmp_path: Path, redis_server: RedisServer, workers: Workers
+) -> None:
+    """Two gradings whose comparison job is the same one, run at the same time: the first
+    to gather its verdicts leaves the job to the other, and both get every verdict."""
+    tests, subs = _contest(tmp_path, contestants=20, cases=50)
+    workers.start(concurrency=2)
+    (tmp_path / "workers.yaml").write_text("chunk:\n  local_cases: 0\n  max_cases: 25\n")
+    base = [sys.executable, "-m", "pipeline.cli", "grade", "-q", "-p", "strgame", "--tests",
+            str(tests), "--submissions", str(subs), "--broker", redis_server.url,
+            "--config", str(tmp_path / "workers.yaml")]  # fmt: skip
+    for round_ in range(3):
+        reports = [tmp_path / f"r{round_}-{i}.json" for i in range(2)]
+        pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True}
+        commands = [
+            subprocess.Popen([*base, "--json", str(report)], env=command_env(), **pipes)
+            for report in reports
+        ]
+        for command in commands:
+            _, err = command.communicate(timeout=240)
+            assert command.returncode == 1, err  # wrong answers, and nothing else
+        first, second = (report.read_text() for report in reports)
+        assert json.loads(first)["submissions"] == json.loads(second)["submissions"]
+        redis.Redis.from_url(redis_server.url).delete(*_verdict_keys(redis_server.url))
+
+
+@pytest.mark.integration
 def test_a_regrade_compares_only_the_changed_files(
     tmp_path: Path, redis_server: RedisServer, workers: Workers
 ) -> None:
@@ -195,7 +223,9 @@ def test_a_regrade_compares_only_the_changed_files(
     stored = _verdict_keys(redis_server.url)
     contents = {(p.name, p.read_bytes()) for p in subs.glob("*/*.out")}
     assert len(stored) == len(contents) > 50  # one per file (equal files share theirs)
-    assert not redis.Redis.from_url(redis_server.url).keys("gb:job:compare.*")  # not needed
+    client = redis.Redis.from_url(redis_server.url)
+    kept = [client.ttl(k) for k in client.keys("gb:job:compare.*")]  # only for a while
+    assert kept and all(0 < t <= COMPARE_KEPT_SECONDS for t in kept), kept
     changed = subs / "c007" / "t2.out"
     changed.write_text((tests / "t2.in").read_text().splitlines()[0] + "\n")  # a wrong answer
     second = gamebatch(*args, "--json", str(tmp_path / "r2.json"))
