@@ -8,6 +8,7 @@ import base64
 import binascii
 import time
 from pathlib import Path
+from typing import Any
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import ClientDisconnect, Request
@@ -121,7 +122,7 @@ async def _upload_in_place(
     if not opened:
         async for _ in request.stream():  # the same content is known: the body is not needed
             pass
-        return JSONResponse(job_view(service, record), 200)
+        return JSONResponse(_known(service, record, caller), 200)
     spool = service.spool
     spool.discard_input(job_id)
     spool.input(job_id).touch(mode=0o600)
@@ -172,6 +173,20 @@ async def _beside_an_arriving_upload(
                        {"Retry-After": "60"})  # fmt: skip
     finally:
         service.spool.discard(received.path)  # kept by now, or not wanted
+
+
+_OWNERS_ONLY = ("name", "size", "created", "finished", "webhook", "result_sha256", "result_bytes",
+                "total", "invalid", "done", "errors", "exit_code")  # fmt: skip
+
+
+def _known(service: Service, record: dict[str, str], caller: Caller) -> dict[str, Any]:
+    """An upload of content that has a job: that job, as much of it as the caller may read
+    (another owner's file name, times and outcome are not for a submit-only token)."""
+    body = job_view(service, record)
+    if not caller.may_read(record):
+        for key in _OWNERS_ONLY:
+            body.pop(key, None)
+    return body
 
 
 def _job_id(params: dict[str, str], digest: str) -> str:
@@ -246,7 +261,7 @@ def _open_job(
     fields = _fields(problem.name, name, params, caller, size=str(received.size), uploaded="1")
     opened, record = _open_record(service, job_id, fields)
     if not opened:
-        return JSONResponse(job_view(service, record), 200)
+        return JSONResponse(_known(service, record, caller), 200)
     service.spool.keep(received, job_id)
     token = service.records.event("created", job_id, {"problem": problem.name, "name": name})
     service.runners.submit(Upload(job_id, problem.name, name, keep_going, params["lane"],

@@ -38,6 +38,10 @@ def _text(cases: int, seed: int = 1) -> str:
     return input_text(STRGAME, random_cases(STRGAME, "random", cases, 40, seed=seed))
 
 
+def _content_digest(data: bytes) -> str:
+    return "sha-256=:" + base64.b64encode(hashlib.sha256(data).digest()).decode() + ":"
+
+
 def _error(response: httpx.Response, status: int) -> str:
     assert response.status_code == status, (response.status_code, response.text)
     assert response.headers["content-type"] == "application/json", response.text
@@ -138,6 +142,26 @@ def test_a_batch_names_only_jobs_its_caller_may_read(served: Server) -> None:
         assert own.status_code == 201, own.text
         assert admin.post("/v1/batches", json={"jobs": [theirs, mine],
                                                "callback_url": url}).status_code == 201  # fmt: skip
+
+
+def test_an_upload_of_known_content_shows_a_submit_only_caller_nothing_of_its_owner(
+    served: Server,
+) -> None:
+    """Content is known by its digest, so an upload of it gets that job's id; but another
+    owner's file name, size and outcome stay theirs."""
+    text = _text(3, 5).encode()
+    with served.client() as admin, served.client(UPLOADER) as uploader:
+        theirs = admin.put("/v1/jobs", params={"problem": "strgame", "name": "secret-plan.in"},
+                           content=text).json()  # fmt: skip
+        assert wait_until_ended(admin, theirs["id"])["state"] == "done"
+        for headers in ({}, {"Content-Digest": _content_digest(text)}):
+            again = uploader.put("/v1/jobs?problem=strgame", content=text, headers=headers)
+            assert again.status_code == 200 and again.json()["id"] == theirs["id"], again.text
+            shown = again.json()
+            assert "secret-plan" not in again.text and "result_sha256" not in shown, shown
+        assert admin.put("/v1/jobs?problem=strgame", content=text).json()["name"] == (
+            "secret-plan.in"
+        )  # its owner (an admin) sees it all
 
 
 # ---- 6: webhooks
