@@ -25,7 +25,7 @@ class Section(BaseModel):
 class ChunkSettings(Section):
     """How cases are grouped into tasks (work is the game's cost estimate of a case)."""
 
-    target_work: int = Field(4_000_000, gt=0)
+    target_work: int = Field(4_000_000, gt=0)  # a chunk's work (about 30 ms of solving)
     max_cases: int = Field(200_000, gt=0)  # tiny cases: a chunk of 2 MB of input, 15 ms
     window: int = Field(256, ge=0)  # chunks in flight while `solve` produces; 0: no limit
     window_bytes: int = Field(256 << 20, gt=0)  # and their payload bytes at most
@@ -36,7 +36,7 @@ class ChunkSettings(Section):
 class LimitSettings(Section):
     """Input limits enforced while reading, before anything large is held."""
 
-    max_token_bytes: int = Field(1 << 26, gt=0)
+    max_token_bytes: int = Field(1 << 26, gt=0)  # one string or board row of an input
     max_file_bytes: int = Field(0, ge=0)  # 0: no limit
     max_upload_bytes: int = Field(8 << 30, gt=0)  # one HTTP upload's body (`serve`)
     max_archive_files: int = Field(100_000, gt=0)  # entries of a grading archive
@@ -65,13 +65,14 @@ class TokenSetting(Section):
 class ServerSettings(Section):
     """The HTTP service (`gamebatch serve`)."""
 
-    tokens: tuple[TokenSetting, ...] = ()  # also GAMEBATCH_SERVER__TOKENS as a JSON list
-    spool_dir: str | None = None  # uploads and results; None: a `server` folder of the state
+    # API tokens: {name, sha256 of the secret, scopes: submit, read, admin}; a JSON list
+    tokens: tuple[TokenSetting, ...] = ()
+    spool_dir: str | None = None  # uploads and results; none: `server` in the state folder
     runners: int = Field(2, gt=0)  # processes that read uploads and collect results
     jobs_per_runner: int = Field(8, gt=0)  # jobs each runner process follows at once
     keep_seconds: int = Field(30 * 24 * 3600, gt=0)  # finished jobs, results and gradings kept
     max_pending_jobs: int = Field(1000, gt=0)  # unfinished jobs before uploads get 503
-    webhook_secret: str | None = None  # signs callbacks (GAMEBATCH_SERVER__WEBHOOK_SECRET)
+    webhook_secret: str | None = None  # signs callbacks (HMAC-SHA256)
     webhook_hosts: tuple[str, ...] = ()  # hosts callbacks may go to ("*.example.org" too)
     webhook_private_networks: tuple[str, ...] = ()  # private addresses callbacks may reach
     webhook_attempts: int = Field(6, gt=0)  # deliveries tried, with doubling pauses
@@ -102,9 +103,11 @@ class Settings(Section):
     """Everything a command or a worker needs to know."""
 
     # before broker_url, which reads them: a Redis watched by Sentinel (pipeline/sentinel.py)
-    sentinel_master: str | None = None  # the name sentinels know it by
+
+    sentinel_master: str | None = None  # the name its sentinels know the Redis by
     sentinel_password: str | None = None  # the sentinels' own password
-    broker_url: str | None = None  # None: start an embedded Redis and local workers
+    # redis://, rediss:// or sentinel://; none: an embedded Redis and local workers
+    broker_url: str | None = None
     workers: int | None = Field(None, gt=0)  # embedded mode's local worker processes
     producers: int | None = Field(None, gt=0)  # `solve` reading inputs at once; None: auto
     state_dir: str | None = None  # embedded Redis data; None: XDG state folder, "": none
@@ -123,7 +126,7 @@ class Settings(Section):
     stall_seconds: float = Field(60, gt=0)  # no progress and an empty queue: re-queue chunks
     # a command that starts while the sentinels promote a replica waits this long for it
     failover_seconds: float = Field(60, ge=0)
-    poll_interval: float = Field(0.05, gt=0)
+    poll_interval: float = Field(0.05, gt=0)  # seconds between looks at a job's counters
     chunk: ChunkSettings = Field(default_factory=ChunkSettings)
     limits: LimitSettings = Field(default_factory=LimitSettings)
     server: ServerSettings = Field(default_factory=ServerSettings)

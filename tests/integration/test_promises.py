@@ -1,4 +1,4 @@
-"""README promises that had no test: --keep-going, cancel, a Redis that lost its data, Ctrl-C."""
+"""Documented promises that had no test: --keep-going, cancel, a lost Redis, Ctrl-C."""
 
 from __future__ import annotations
 

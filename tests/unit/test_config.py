@@ -157,3 +157,18 @@ def test_sentinel_urls_carry_their_settings_and_mask_their_passwords() -> None:
 def test_a_bad_sentinel_url_is_one_clear_line(url: str, words: str) -> None:
     with pytest.raises(UsageError, match=words):
         load_settings(broker_url=url)
+
+
+def test_the_configuration_reference_is_current() -> None:
+    """docs/configuration.md is what `python -m pipeline.settings_doc` makes of config.py."""
+    from pipeline import settings_doc
+
+    path = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
+    assert path.read_text() == settings_doc.reference(), (
+        "run: python -m pipeline.settings_doc > docs/configuration.md"
+    )
+    documented = settings_doc.comments(settings_doc.Settings)
+    sections = ("chunk", "limits", "server")
+    missing = [n for n in settings_doc.Settings.model_fields if n not in sections
+               and not documented.get(n)]  # fmt: skip
+    assert missing == [], "settings without a comment"
