@@ -1,6 +1,6 @@
 # Worker image: `docker compose up --scale worker=N`, or any host with GAMEBATCH_BROKER_URL set.
 
-# The build stage has a compiler, so the wheel carries the strgame C kernel.
+# The build stage has a compiler, so the wheel carries the games' C kernels.
 FROM python:3.11-slim AS build
 RUN apt-get update && apt-get install -y --no-install-recommends gcc libc6-dev \
     && rm -rf /var/lib/apt/lists/*
@@ -8,7 +8,6 @@ WORKDIR /src
 COPY pyproject.toml setup.py README.md ./
 COPY pipeline ./pipeline
 COPY workers ./workers
-COPY games ./games
 RUN pip wheel --no-cache-dir --no-deps --wheel-dir /wheels .
 
 FROM python:3.11-slim
@@ -19,7 +18,7 @@ COPY --from=build /wheels /wheels
 # Fail the build rather than ship the pure-Python solver, which is 10-50x slower.
 # The wheel by its path, so that no package of the same name on PyPI can take its place.
 RUN wheel=$(ls /wheels/gamebatch-*.whl) && pip install --no-cache-dir "$wheel[monitor]" \
-    && rm -rf /wheels && python -c "import games._trie"
+    && rm -rf /wheels && python -c "import pipeline.games._trie, pipeline.games._pathgame"
 USER gamebatch
 ENV GAMEBATCH_CONFIG=/app/configs/cluster.yaml
 CMD ["gamebatch", "worker"]

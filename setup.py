@@ -5,9 +5,17 @@ from setuptools import Extension, setup
 
 setup(
     ext_modules=[
-        Extension("games._trie", ["games/_trie.c"], depends=["games/_scan.h"], optional=True),
         Extension(
-            "games._pathgame", ["games/_pathgame.c"], depends=["games/_scan.h"], optional=True
+            "pipeline.games._trie",
+            ["pipeline/games/_trie.c"],
+            depends=["pipeline/games/_scan.h"],
+            optional=True,
+        ),
+        Extension(
+            "pipeline.games._pathgame",
+            ["pipeline/games/_pathgame.c"],
+            depends=["pipeline/games/_scan.h"],
+            optional=True,
         ),
     ]
 )

@@ -525,7 +525,7 @@ def machine() -> dict[str, str]:
         except OSError:
             return "not found"
 
-    from games import strgame
+    from pipeline.games import strgame
 
     return {
         "date": time.strftime("%Y-%m-%d %H:%M"),

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
-from typing import Any, Protocol
+from collections.abc import Callable, Iterator
+from typing import Any, Protocol, runtime_checkable
 
 from pipeline.tokens import TokenReader
 
@@ -65,3 +65,58 @@ class Problem(Protocol):
     @property
     def contest_max_cases(self) -> int | None:
         """The contest's limit on T, if it has one."""
+
+
+# Optional capabilities: a game that has one of these attributes (not None) gets the faster
+# path it names; the functions below are the only places that look for them.
+
+# scan_chunk(block, pos, cases_left, target_work, max_cases, max_token, final, cases, work)
+#   -> (status, pos, cases, work); see pipeline/slices.py and pipeline/games/_scan.h
+Scanner = Callable[[bytes, int, int, int, int, int, bool, int, int], tuple[int, int, int, int]]
+
+
+@runtime_checkable
+class ReadsInBatches(Protocol):
+    """Cases of a fixed number of tokens read many at a time (pathgame's boards)."""
+
+    tokens_per_case: int
+
+    def read_batch(self, tokens: list[bytes]) -> list[Case | str]:
+        """One case per `tokens_per_case` tokens, or an error message for a bad one."""
+
+
+@runtime_checkable
+class CutsBytes(Protocol):
+    """A C scanner that validates and cuts the input's bytes into chunks in the producer,
+    and a C solver of such bytes in the worker (slices: no JSON, no Python per case)."""
+
+    scan_chunk: Scanner | None
+    solve_slice: Callable[[bytes | memoryview, int], bytes] | None
+
+
+@runtime_checkable
+class RunsInProcess(Protocol):
+    """A solver that can never crash or hang its process: a command may solve small inputs
+    itself, and share larger ones with its local workers."""
+
+    in_process: bool
+
+
+def batch_reader(problem: Problem) -> ReadsInBatches | None:
+    """The game's batch reader, when it has one."""
+    return problem if isinstance(problem, ReadsInBatches) and problem.tokens_per_case else None
+
+
+def scanner(problem: Problem) -> Scanner | None:
+    """The game's C scanner of input bytes, when it has one (and it was built)."""
+    return problem.scan_chunk if isinstance(problem, CutsBytes) else None
+
+
+def slice_solver(problem: Problem) -> Callable[[bytes | memoryview, int], bytes] | None:
+    """The game's C solver of input bytes, when it has one (and it was built)."""
+    return problem.solve_slice if isinstance(problem, CutsBytes) else None
+
+
+def runs_in_process(problem: Problem) -> bool:
+    """Whether the command may run the game's solver in its own process."""
+    return isinstance(problem, RunsInProcess) and bool(problem.in_process)

@@ -18,9 +18,9 @@ from pipeline.config import Settings
 from pipeline.errors import InputError, JobFailed, JobLost, UsageError
 from pipeline.jobstore import JobCounters, JobState, Put, this_process
 from pipeline.messages import ChunkPayload, FilePayload, SlicePayload, digest_of
-from pipeline.problem import Problem
+from pipeline.problem import Problem, scanner
 from pipeline.reader import read_batches
-from pipeline.slices import Deferred, Limits, Scanner, SliceChunk, slice_chunks
+from pipeline.slices import Deferred, Limits, SliceChunk, slice_chunks
 from pipeline.store import Store
 from pipeline.tokens import TokenReader
 
@@ -91,10 +91,9 @@ def submit(
 ) -> Submitted:
     """Validate and queue every chunk without answers; reuse a finished earlier run.
 
-    A job is named by the SHA-256 of its input, and the bytes it is cut from are hashed
-    again as they are read: a job's answers are never of other bytes than its name says.
-    One producer at a time reads a job's input (another waits, or takes over from one that
-    died); chunks that an earlier run answered are reused only when their bytes are the same.
+    A job is named by the SHA-256 of its input, hashed again as it is read: its answers are
+    never of other bytes. One producer at a time reads a job's input (another waits, or takes
+    over from a dead one); answered chunks are reused only for the very same bytes.
 
     With `window` > 0, waits while that many chunks of this run are unanswered, so that
     Redis holds a bounded part of a large input. On bad input the job is removed and the
@@ -116,23 +115,36 @@ def submit(
                       on_cases=on_cases)  # fmt: skip
     if window:
         run.window = Window(store, job_id, settings, on_progress, chunks=window)
-    with _Renewal(store, job_id, token, settings.lease_seconds):
-        try:
-            opener = source.open if source is not None else lambda _: path.open("rb")
-            verified = bool(getattr(source, "verified", False))
-            run.read(path, digest, settings, int(claimed["target_work"]),
-                     int(claimed["max_cases"]), opener=opener, name=name or str(path),
-                     spooled=spooled, verified=verified)  # fmt: skip
-            _finish_production(store, job_id, run)
-        except (UsageError, InputError):
-            store.abandon_production(job_id, token)  # nothing of a bad or changing file is kept
-            raise
-        except OSError as exc:
-            store.abandon_production(job_id, token)
-            raise UsageError(f"cannot read {path}: {exc.strerror}") from None
-        finally:
-            store.release_production(job_id, token)
+    opener = source.open if source is not None else lambda _: path.open("rb")
+    verified = bool(getattr(source, "verified", False))
+    with _Renewal(store, job_id, token, settings.lease_seconds), _Owned(store, run, path):
+        run.read(path, digest, settings, int(claimed["target_work"]), int(claimed["max_cases"]),
+                 opener=opener, name=name or str(path), spooled=spooled,
+                 verified=verified)  # fmt: skip
+        _finish_production(store, job_id, run)
     return Submitted(job_id, path, run.total, run.chunks, run.queued, keep_going)
+
+
+class _Owned:
+    """A production's end: a bad or changing input leaves nothing of its job (unless another
+    run made the job's plan final), and the claim is given up either way."""
+
+    def __init__(self, store: Store, run: _Production, path: Path) -> None:
+        self.store, self.run, self.path = store, run, path
+
+    def __enter__(self) -> _Owned:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: object) -> None:  # fmt: skip
+        job_id, token = self.run.job_id, self.run.token
+        try:
+            if isinstance(exc, (UsageError, InputError, OSError)):
+                self.store.abandon_production(job_id, token)
+        finally:
+            self.store.release_production(job_id, token)
+        if isinstance(exc, OSError):
+            raise UsageError(f"cannot read {self.path}: {exc.strerror}") from None
 
 
 def _claim(
@@ -257,7 +269,7 @@ class _Production:
         limits, self.name = settings.limits, name
         if settings.file_payloads and (spooled or _regular(path)):  # workers read it
             self.file = str(path.resolve())
-        scan: Scanner | None = getattr(self.problem, "scan_chunk", None)
+        scan = scanner(self.problem)
         seen: _HashingReader | None = None
         if scan is not None and not self.keep_going:
             cut = Limits(target_work, max_cases, limits.max_token_bytes, limits.max_file_bytes)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from pipeline.errors import InputError
-from pipeline.problem import Case, Problem
+from pipeline.problem import Case, Problem, batch_reader
 from pipeline.tokens import Mark, TokenReader
 
 MAX_CASES = 10**12  # T above this is certainly a mistake
@@ -93,7 +93,7 @@ def read_batches(
     count = tokens.next_int("the number of cases T", 1, max_cases)
     lost: InputError | None = None  # set once the rest of the file cannot be read
     lost_from = 0
-    batched = getattr(problem, "tokens_per_case", None) is not None
+    batched = batch_reader(problem) is not None
     number = 0
     while number < count:
         number += 1

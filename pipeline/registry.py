@@ -25,7 +25,7 @@ def registry() -> dict[str, Problem]:
             )
         found[point.name] = game
     if not found:  # running from a source tree that was never installed
-        from games import pathgame, strgame
+        from pipeline.games import pathgame, strgame
 
         found = {"strgame": strgame.PROBLEM, "pathgame": pathgame.PROBLEM}
     return found

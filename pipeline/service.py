@@ -18,7 +18,7 @@ from pipeline.errors import GamebatchError, InputError, JobLost, UnknownJob
 from pipeline.files import OutputError
 from pipeline.jobstore import JobCounters, JobState, JobStore, this_process
 from pipeline.local import producers
-from pipeline.problem import Problem
+from pipeline.problem import Problem, runs_in_process
 from pipeline.progress import ProgressBar
 from pipeline.recovery import Recovery, queued_messages
 from pipeline.registry import get_problem
@@ -295,7 +295,7 @@ class _SolveRun:
         solves a small input whole, and a larger one's chunks while its workers are busy."""
         if not self.c.local_workers or item.source is not None:
             return False
-        return bool(getattr(self.problem, "in_process", False))
+        return runs_in_process(self.problem)
 
     def _idle(self, item: FileJob, job_id: str) -> Callable[[], bool]:
         """What the command does while it waits for a job: take back the chunks it shares

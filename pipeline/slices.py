@@ -10,21 +10,18 @@ and case, or (keep-going) records it.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 
+from pipeline.problem import Scanner
 from pipeline.reader import MAX_CASES
 from pipeline.tokens import Readable
 
 BLOCK = 8 << 20  # bytes read at once
-CHUNK, MORE, UNSURE = 0, 1, 2  # what a scanner answers (games/_scan.h)
+CHUNK, MORE, UNSURE = 0, 1, 2  # what a scanner answers (pipeline/games/_scan.h)
 _FIRST_TOKEN = re.compile(rb"[ \t\n\r\x0b\x0c]*([^ \t\n\r\x0b\x0c]+)")
 _WHITESPACE = b" \t\n\r\x0b\x0c"
 _HEADER_MAX = 1 << 16  # bytes before the end of T
-
-# scan_chunk(block, pos, cases_left, target_work, max_cases, max_token, final, cases, work)
-#   -> (status, pos, cases, work)
-Scanner = Callable[[bytes, int, int, int, int, int, bool, int, int], tuple[int, int, int, int]]
 
 
 class Deferred(Exception):

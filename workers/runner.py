@@ -23,7 +23,7 @@ from pipeline.messages import (
     decode_payload,
     encode_answer,
 )
-from pipeline.problem import Problem
+from pipeline.problem import Problem, slice_solver
 from pipeline.registry import registry
 from pipeline.store import Store
 
@@ -183,7 +183,7 @@ def _solve_chunk(
     """The answer codes of a chunk: a slice by the game's C kernel in one call, unless a run
     died before (then case by case, see _solve)."""
     if isinstance(payload, SlicePayload):
-        solve_slice = getattr(problem, "solve_slice", None)
+        solve_slice = slice_solver(problem)
         try:
             if solve_slice is not None and not careful:
                 return str(solve_slice(payload.data, payload.count), "ascii")

@@ -58,7 +58,7 @@ def fingerprint() -> str:
         except OSError:
             parts.append("-")
     for package in ("pipeline", "pipeline/local", "pipeline/server", "pipeline/lua",
-                    "workers", "games"):  # fmt: skip
+                    "pipeline/games", "workers"):  # fmt: skip
         try:
             entries = sorted(os.scandir(os.path.join(root, package)), key=lambda e: e.name)
         except OSError:

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from games.strgame import make_case
 from pipeline import collector, producer
 from pipeline.config import load_settings
+from pipeline.games.strgame import make_case
 from pipeline.jobstore import JobState, JobStore
 from pipeline.local.redis_server import RedisServer
 from pipeline.registry import get_problem

@@ -8,8 +8,8 @@ from types import SimpleNamespace
 import pytest
 
 import pipeline.registry as registry_module
-from games.strgame import make_case
 from pipeline.errors import UsageError
+from pipeline.games.strgame import make_case
 from pipeline.messages import (
     FORMAT,
     INVALID_CODE,

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from games import pathgame
-from games.grundy import KINDS, GrundyTables, closed_form, compute_tables
-from games.pathgame import PROBLEM, board_value, board_value_by_runs, solve
+from pipeline.games import pathgame
+from pipeline.games.grundy import KINDS, GrundyTables, closed_form, compute_tables
+from pipeline.games.pathgame import PROBLEM, board_value, board_value_by_runs, solve
 from tests.conftest import run_reference
 from tests.helpers import answers, input_text, random_cases
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from games import strgame
-from games.strgame import PROBLEM, common_prefix, first_player_outcomes, make_case, solve
+from pipeline.games import strgame
+from pipeline.games.strgame import PROBLEM, common_prefix, first_player_outcomes, make_case, solve
 from tests.conftest import run_reference
 from tests.helpers import answers, input_text, random_cases
 

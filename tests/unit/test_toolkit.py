@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from games import strgame
 from pipeline import toolkit
 from pipeline.config import LimitSettings
 from pipeline.errors import InputError
+from pipeline.games import strgame
 from pipeline.registry import get_problem
 from tests.helpers import command_env
 

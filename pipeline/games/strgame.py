@@ -111,7 +111,7 @@ def _outcomes_in_c(text: str) -> tuple[bool, bool]:
 
 
 try:
-    from games import _trie  # the C kernel, when it could be built at install time
+    from pipeline.games import _trie  # the C kernel, when it could be built at install time
 except ImportError:  # pragma: no cover - depends on the machine
     outcomes = outcomes_in_python
 else:

@@ -10,7 +10,7 @@ from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
-from games.grundy import BORDER, CROSS, OPEN, SAME, GrundyTables, compute_tables
+from pipeline.games.grundy import BORDER, CROSS, OPEN, SAME, GrundyTables, compute_tables
 from pipeline.problem import TableCache
 from pipeline.tokens import TokenReader, shorten
 
@@ -25,7 +25,7 @@ _RUNS = re.compile(rb"\x00+")
 _tables: GrundyTables | None = None
 
 try:
-    from games import _pathgame  # the C kernels, when they could be built at install time
+    from pipeline.games import _pathgame  # the C kernels, when they could be built at install time
 except ImportError:  # pragma: no cover - depends on the machine
     _pathgame = None  # type: ignore[assignment]
 
