@@ -33,7 +33,8 @@ from typing import Any
 from pipeline import slices, toolkit
 from pipeline.chunking import chunk_cases
 from pipeline.config import load_settings
-from pipeline.jobstore import JobState, JobStore
+from pipeline.jobstate import JobState
+from pipeline.jobstore import JobStore
 from pipeline.local.redis_server import RedisServer
 from pipeline.messages import ChunkPayload, SlicePayload, decode_payload
 from pipeline.problem import Problem

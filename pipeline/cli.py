@@ -361,7 +361,7 @@ def _cmd_status(args: argparse.Namespace) -> int:
     shown, hidden = (rows, 0) if args.job or args.all else _recent(rows)
     for row in shown:
         total = "?" if row["total"] is None else row["total"]
-        line = f"{row['job']}  {row['state']:<9} {row['done']}/{total} cases"
+        line = f"{row['id']}  {row['state']:<9} {row['done']}/{total} cases"
         if row["cases_per_second"] is not None:
             seconds = row["answered"] - row["started"]
             line += f"  {seconds:.1f} s, {row['cases_per_second']:,.0f} cases/s"
@@ -376,13 +376,14 @@ def _cmd_status(args: argparse.Namespace) -> int:
 
 
 RECENT_FINISHED = 20  # finished jobs `status` lists without --all (the unfinished: all)
-_FINISHED = ("done", "failed", "cancelled")
 
 
 def _recent(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
     """Every unfinished job and the last finished ones (rows are oldest first), and how many
     finished ones are left out: thousands of kept jobs are not a wall of lines."""
-    finished = [i for i, row in enumerate(rows) if row["state"] in _FINISHED]
+    from pipeline.jobstate import FINISHED
+
+    finished = [i for i, row in enumerate(rows) if row["state"] in FINISHED]
     hidden = set(finished[: max(len(finished) - RECENT_FINISHED, 0)])
     return [row for i, row in enumerate(rows) if i not in hidden], len(hidden)
 

@@ -18,12 +18,12 @@ from urllib.parse import quote
 import httpx
 
 from pipeline import files
-from pipeline.errors import GamebatchError, JobFailed, UnknownJob, UsageError
+from pipeline.errors import GamebatchError, JobCancelled, JobFailed, UnknownJob, UsageError
+from pipeline.jobstate import FINISHED
 from pipeline.progress import ProgressBar
 
 SERVER_ENV = "GAMEBATCH_SERVER"
 TOKEN_ENV = "GAMEBATCH_TOKEN"
-_ENDED = ("done", "failed", "cancelled")
 _UPLOAD_BLOCK = 1 << 20
 
 
@@ -107,14 +107,14 @@ class Client:
         while True:
             job = self.job(job_id)
             _show(progress, job)
-            if job["state"] in _ENDED:
+            if job["state"] in FINISHED:
                 return job
             try:
                 for token, event in self._events(since, job_id):
                     since = token
                     if event.get("type") == "progress":
                         progress.set_done(int(event.get("done", 0)))
-                    if event.get("type") in _ENDED:
+                    if event.get("type") in FINISHED:
                         break
             except httpx.HTTPError:
                 time.sleep(1.0)  # the server restarts, or the network hiccups: read again
@@ -204,7 +204,7 @@ def ended_well(job: dict[str, Any], path: Path | None = None) -> dict[str, Any]:
         return job
     reason = "; ".join(job.get("errors") or []) or job["state"]
     if job["state"] == "cancelled":
-        raise JobFailed(f"job {job['id']} was cancelled")
+        raise JobCancelled(f"job {job['id']} was cancelled")
     if job.get("exit_code") == 2:
         if path is not None and reason.startswith(f"{job.get('name')}:"):
             reason = str(path) + reason[len(str(job.get("name"))) :]

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import TextIO
 
 from pipeline import files
-from pipeline.errors import JobFailed, JobLost
-from pipeline.jobstore import JobCounters, JobState
+from pipeline.errors import JobCancelled, JobFailed, JobLost
+from pipeline.jobstate import JobCounters, JobState
 from pipeline.messages import answer_lines
 from pipeline.problem import Problem
 from pipeline.store import Store
@@ -46,7 +46,7 @@ def wait_for(
         if progress.state in (JobState.COMPLETE, JobState.DONE):
             return progress
         if progress.state == JobState.CANCELLED:
-            raise JobFailed(f"job {job_id} was cancelled")
+            raise JobCancelled(f"job {job_id} was cancelled")
         if progress.state == JobState.FAILED:
             first = min(progress.failures)
             raise JobFailed(f"job {job_id} failed: {progress.failures[first]}")

@@ -16,10 +16,11 @@ from itertools import accumulate
 from pathlib import Path
 from typing import BinaryIO
 
-from pipeline.errors import JobFailed, JobLost, UsageError
+from pipeline.errors import JobCancelled, JobFailed, JobLost, UsageError
 from pipeline.escape import shorten
 from pipeline.grading import SHOWN_CHARS
-from pipeline.jobstore import JobState, this_process
+from pipeline.jobstate import JobState
+from pipeline.jobstore import this_process
 from pipeline.messages import ComparePayload, Segment
 from pipeline.producer import Send, Window
 from pipeline.store import Store
@@ -251,7 +252,7 @@ def finish_production(store: Store, job_id: str, chunks: int, cases: int) -> Non
     if finished is None:
         raise JobLost(f"Redis lost job {job_id} while it was produced")
     if finished == JobState.CANCELLED:
-        raise JobFailed(f"job {job_id} was cancelled")
+        raise JobCancelled(f"job {job_id} was cancelled")
 
 
 def gather(store: Store, job_id: str, outputs: Sequence[Output]) -> Iterator[FileVerdicts]:

@@ -63,5 +63,9 @@ class JobFailed(GamebatchError):
     exit_code = 1
 
 
+class JobCancelled(JobFailed):
+    """The job was cancelled (from any client) while this command waited for it."""
+
+
 class JobLost(JobFailed):
     """The job's keys are gone: Redis lost its data, or the job expired."""

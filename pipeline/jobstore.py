@@ -6,11 +6,9 @@ import os
 import socket
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from enum import IntEnum, StrEnum
 from functools import cache
 from importlib import resources
-from typing import Any, NamedTuple
+from typing import Any
 
 import redis
 from redis.backoff import ExponentialBackoff
@@ -21,60 +19,10 @@ from pipeline import keys
 from pipeline.config import mask_url
 from pipeline.errors import UsageError
 from pipeline.following import FollowingConnection, async_following_connection
+from pipeline.jobstate import Began, JobCounters, JobState, Put, counters
 from pipeline.sentinel import SentinelUrl, is_sentinel
 
 _ANSWER_BATCH = 512  # chunks fetched per round trip by the collector
-
-
-class JobState(StrEnum):
-    """Where a job is in its life."""
-
-    PRODUCING = "producing"
-    RUNNING = "running"  # every chunk is queued
-    COMPLETE = "complete"  # every chunk has answers
-    FAILED = "failed"  # some chunk failed for good
-    DONE = "done"  # the result file was written
-    CANCELLED = "cancelled"
-
-
-@dataclass(frozen=True)
-class JobCounters:
-    """A job's counters as read in one round trip."""
-
-    job_id: str
-    problem: str
-    state: JobState
-    total: int | None  # cases; None until every chunk is queued
-    done: int
-    chunks: int | None
-    done_chunks: int
-    failures: dict[int, str]
-    created: float | None = None  # Redis clock when the job was opened
-    started: float | None = None  # Redis clock when a worker began the first chunk
-    answered: float | None = None  # and when the latest answers were stored
-
-    @property
-    def rate(self) -> float | None:
-        """Cases answered per second of the job's run so far (Redis clock only, so no skew)."""
-        if self.started is None or self.answered is None or self.answered <= self.started:
-            return None
-        return self.done / (self.answered - self.started)
-
-    def as_dict(self) -> dict[str, Any]:
-        """The JSON form printed by `status --json`."""
-        return {
-            "job": self.job_id,
-            "problem": self.problem,
-            "state": self.state.value,
-            "total": self.total,
-            "done": self.done,
-            "chunks": self.chunks,
-            "done_chunks": self.done_chunks,
-            "failures": {str(k): v for k, v in sorted(self.failures.items())},
-            "started": self.started,
-            "answered": self.answered,
-            "cases_per_second": self.rate,
-        }
 
 
 CLIENT_NAME = "gamebatch-cli"
@@ -140,24 +88,6 @@ REPLICA_WAIT_MS = 200  # how long stored answers wait for a replica to have them
 ALONE_SECONDS = 10.0  # after a WAIT no replica answered, how long to store without one
 FINISH_TRIES = 3  # writes of a job's done state that a failover may have lost
 SWEEP_FURTHER = 500  # jobs a sweep looks at beyond the open set, in turn
-
-
-class Began(NamedTuple):
-    """A run of a chunk begun: its attempt number, payload and the payload's digest; attempt
-    0 means the chunk has its answers already, -1 that it or its job is gone (then there is
-    no payload)."""
-
-    attempt: int
-    payload: bytes | None = None
-    digest: str = ""
-
-
-class Put(IntEnum):
-    """What became of a chunk's payload handed to `put_chunk`."""
-
-    STORED = 1
-    NOT_PRODUCER = -1  # another process produces the job now, or it is gone or cancelled
-    PLAN_DIFFERS = -2  # the job's chunk plan is final and this chunk's bytes are not in it
 
 
 class JobStore:
@@ -611,33 +541,6 @@ class SharedTables:
 def script(name: str) -> str:
     """A Lua script of pipeline/lua/ (each lists its KEYS and ARGV at its top)."""
     return resources.files("pipeline").joinpath(f"lua/{name}.lua").read_text(encoding="utf-8")
-
-
-def counters(job_id: str, m: dict[str, str], errors: dict[str, str]) -> JobCounters | None:
-    """A job's counters from its manifest and errors hashes (None: no manifest)."""
-    if not m:
-        return None
-    failures = {int(k): v for k, v in errors.items()}
-    state = JobState(m.get("state", JobState.PRODUCING.value))
-    chunks = int(m["chunks"]) if "chunks" in m else None
-    done_chunks = int(m.get("done_chunks", 0))
-    if state == JobState.RUNNING and failures:
-        state = JobState.FAILED
-    elif state == JobState.RUNNING and done_chunks == chunks:
-        state = JobState.COMPLETE
-    return JobCounters(
-        job_id=job_id,
-        problem=m.get("problem", ""),
-        state=state,
-        total=int(m["total"]) if "total" in m else None,
-        done=int(m.get("done_cases", 0)),
-        chunks=chunks,
-        done_chunks=done_chunks,
-        failures=failures,
-        created=float(m["created"]) if "created" in m else None,
-        started=float(m["started"]) if "started" in m else None,
-        answered=float(m["answered"]) if "answered" in m else None,
-    )
 
 
 def _decode(raw: Any) -> dict[str, str]:

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from pipeline.jobstore import Began, JobCounters, JobState, Put, counters
+from pipeline.jobstate import Began, JobCounters, JobState, Put, counters
 from pipeline.store import Store
 
 

@@ -15,8 +15,9 @@ from typing import BinaryIO, Protocol
 
 from pipeline.chunking import Chunk, chunk_cases
 from pipeline.config import Settings
-from pipeline.errors import InputError, JobFailed, JobLost, UsageError
-from pipeline.jobstore import JobCounters, JobState, Put, this_process
+from pipeline.errors import InputError, JobCancelled, JobLost, UsageError
+from pipeline.jobstate import JobCounters, JobState, Put
+from pipeline.jobstore import this_process
 from pipeline.messages import ChunkPayload, FilePayload, SlicePayload, digest_of
 from pipeline.problem import Problem, scanner
 from pipeline.reader import read_batches
@@ -164,7 +165,7 @@ def _claim(
             return progress
         if progress.state == JobState.CANCELLED:
             if not first:  # cancelled while this command waited for it
-                raise JobFailed(f"job {job_id} was cancelled")
+                raise JobCancelled(f"job {job_id} was cancelled")
             store.delete(job_id)  # a cancel stops a run, it does not bar the input
             continue
         first = False
@@ -205,7 +206,7 @@ def _finish_production(store: Store, job_id: str, run: _Production) -> None:
     if finished is None:  # Redis lost its data, or another producer took the job over
         raise JobLost(f"Redis lost job {job_id} while it was produced")
     if finished == JobState.CANCELLED:
-        raise JobFailed(f"job {job_id} was cancelled")
+        raise JobCancelled(f"job {job_id} was cancelled")
 
 
 LOST_JOB_RETRIES = 3  # readings of an input whose job Redis keeps losing
@@ -336,7 +337,7 @@ class _Production:
             raise UsageError(f"cannot read {self.name}: the file changed while it was read")
         progress = self.store.progress(self.job_id)
         if progress is not None and progress.state == JobState.CANCELLED:
-            raise JobFailed(f"job {self.job_id} was cancelled")
+            raise JobCancelled(f"job {self.job_id} was cancelled")
         raise JobLost(f"Redis lost job {self.job_id} while it was produced (or another"
                       " producer took it over)")  # fmt: skip
 
@@ -447,7 +448,7 @@ class Window:
             if progress is None:
                 raise JobLost(f"Redis lost job {self.job_id} while it was produced")
             if progress.state == JobState.CANCELLED:
-                raise JobFailed(f"job {self.job_id} was cancelled")
+                raise JobCancelled(f"job {self.job_id} was cancelled")
             if progress.failures:
                 return  # the collector reports what went wrong
             self.on_progress(progress)

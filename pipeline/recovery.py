@@ -6,7 +6,7 @@ import time
 from collections.abc import Callable
 
 from pipeline.config import LANES, Settings, lane_queue
-from pipeline.jobstore import JobCounters, JobState
+from pipeline.jobstate import JobCounters, JobState
 from pipeline.producer import Send
 from pipeline.store import Store
 

@@ -16,7 +16,8 @@ from pipeline.collector import INVALID_WORD
 from pipeline.config import LANES, Settings, default_state_dir, lane_queue, worker_settings
 from pipeline.errors import GamebatchError, InputError, JobLost, UnknownJob
 from pipeline.files import OutputError
-from pipeline.jobstore import JobCounters, JobState, JobStore, this_process
+from pipeline.jobstate import JobCounters, JobState
+from pipeline.jobstore import JobStore, this_process
 from pipeline.local import producers
 from pipeline.problem import Problem, runs_in_process
 from pipeline.progress import ProgressBar

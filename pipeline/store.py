@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Protocol
 
-from pipeline.jobstore import Began, JobCounters, JobState, Put
+from pipeline.jobstate import Began, JobCounters, JobState, Put
 from pipeline.problem import TableCache
 
 

@@ -22,11 +22,12 @@ from starlette.routing import Route
 
 from pipeline import keys
 from pipeline.config import LANES, lane_queue
+from pipeline.jobstate import FINISHED
 from pipeline.registry import registry
 from pipeline.server import gradings, metrics, openapi
 from pipeline.server.auth import Caller
 from pipeline.server.context import ApiError, Service, job_id_of, job_view, record_of
-from pipeline.server.records import FINISHED, is_event_token, read_events
+from pipeline.server.records import is_event_token, read_events
 from pipeline.server.runners import deliver_batch
 from pipeline.server.spool import BodyStalled, SpoolFile, TooLarge
 from pipeline.server.uploads import upload
@@ -207,6 +208,7 @@ async def _list(service: Service, request: Request, caller: Caller) -> Response:
     records, after = await run_in_threadpool(service.records.page, limit, before)
     body: dict[str, Any] = {"jobs": [job_view(service, r) for r in records], "events_since": since}
     body["next"] = f"/v1/jobs?limit={limit}&cursor={after!r}" if after is not None else None
+    body["finished_states"] = sorted(FINISHED)  # the states a job never leaves
     return JSONResponse(body)
 
 

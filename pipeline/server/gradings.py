@@ -21,12 +21,13 @@ from pipeline import grade_service, layout, toolkit
 from pipeline.config import Settings
 from pipeline.errors import GamebatchError, UsageError
 from pipeline.grading import Scoring
+from pipeline.jobstate import FINISHED
 from pipeline.registry import get_problem
 from pipeline.scoring import load_scoring
 from pipeline.server.archives import ArchiveRefused, Limits, unpack
 from pipeline.server.auth import Caller
 from pipeline.server.context import ApiError, Service
-from pipeline.server.records import FINISHED, Records
+from pipeline.server.records import Records
 from pipeline.server.spool import Spool, SpoolFile
 from pipeline.server.uploads import receive
 

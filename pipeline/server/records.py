@@ -10,9 +10,9 @@ from typing import Any
 import redis
 
 from pipeline import keys
+from pipeline.jobstate import FINISHED
 from pipeline.jobstore import script
 
-FINISHED = ("done", "failed", "cancelled")
 EVENT_CAP = 100_000  # events kept for clients that resume (older ones are trimmed)
 _TOKEN = re.compile(r"\d{1,20}-\d{1,20}|0")
 

@@ -19,13 +19,14 @@ from typing import Any, Protocol
 
 from pipeline import service
 from pipeline.config import Settings
-from pipeline.errors import GamebatchError, JobFailed
+from pipeline.errors import GamebatchError, JobCancelled, JobFailed
+from pipeline.jobstate import FINISHED
 from pipeline.jobstore import connect
 from pipeline.local.children import tie_to_parent
 from pipeline.progress import ProgressBar
 from pipeline.registry import get_problem
 from pipeline.server import webhooks
-from pipeline.server.records import FINISHED, Records
+from pipeline.server.records import Records
 from pipeline.server.spool import Spool
 
 log = logging.getLogger("gamebatch.server")
@@ -120,6 +121,9 @@ def run_job(settings: Settings, records: Records, spool: Spool, upload: Upload) 
     try:
         records.update(job_id, state="producing")
         ended = _solve(settings, records, spool, upload)
+    except JobCancelled:  # over HTTP (recorded already) or by `gamebatch cancel`
+        cancelled = (records.get(job_id) or {}).get("state") == "cancelled"
+        ended = None if cancelled else ("cancelled", {})
     except JobFailed as exc:
         ended = _failed(records, job_id, str(exc))
     except GamebatchError as exc:

@@ -15,7 +15,8 @@ import redis
 
 from pipeline import keys, service
 from pipeline.config import load_settings
-from pipeline.jobstore import SWEEP_FURTHER, JobState, JobStore
+from pipeline.jobstate import JobState
+from pipeline.jobstore import SWEEP_FURTHER, JobStore
 from pipeline.local.redis_server import RedisServer
 from pipeline.recovery import sweep
 from pipeline.registry import get_problem

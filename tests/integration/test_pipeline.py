@@ -14,7 +14,8 @@ import pytest
 from pipeline import collector, producer
 from pipeline.config import load_settings
 from pipeline.games.strgame import make_case
-from pipeline.jobstore import JobState, JobStore
+from pipeline.jobstate import JobState
+from pipeline.jobstore import JobStore
 from pipeline.local.redis_server import RedisServer
 from pipeline.registry import get_problem
 from tests.conftest import Workers

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import redis
 
-from pipeline.jobstore import JobState, JobStore
+from pipeline.jobstate import JobState
+from pipeline.jobstore import JobStore
 from pipeline.local.redis_server import RedisServer
 from pipeline.registry import get_problem
 from tests.conftest import Workers

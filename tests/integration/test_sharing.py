@@ -10,7 +10,8 @@ import pytest
 
 from pipeline import producer
 from pipeline.config import LANES, Settings, lane_queue
-from pipeline.jobstore import JobState, JobStore
+from pipeline.jobstate import JobState
+from pipeline.jobstore import JobStore
 from pipeline.local.redis_server import RedisServer
 from pipeline.progress import ProgressBar
 from pipeline.registry import get_problem

@@ -8,7 +8,8 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from pipeline import keys
-from pipeline.jobstore import JobState, JobStore, Put
+from pipeline.jobstate import JobState, Put
+from pipeline.jobstore import JobStore
 from pipeline.local.redis_server import RedisServer
 from pipeline.memstore import MemoryStore
 from pipeline.store import Store

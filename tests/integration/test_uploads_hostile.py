@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import threading
 import time
 from collections.abc import Iterator
@@ -128,5 +129,34 @@ def test_an_upload_of_a_cancelled_job_starts_afresh(
             assert again.status_code in (200, 201) and again.json()["id"] == job_id, again.text
             assert wait_until_ended(http, job_id)["state"] == "done"
             assert http.get(f"/v1/jobs/{job_id}/result").text == answers(STRGAME, text.decode())
+    finally:
+        running.stop()
+
+
+def test_a_job_cancelled_from_the_command_line_is_cancelled_over_http_too(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
+    """One state for one job: `gamebatch cancel` of an uploaded job shows as cancelled on
+    the API (never as failed), `status --json` names it by `id` as the API does, and the API
+    says which states are final."""
+    text = _text("abc")
+    running = Server(tmp_path, redis_server.url, chunk={"max_cases": 50})
+    running.start(wait_healthy=False)  # no worker: the job waits
+    try:
+        with running.client() as http:
+            job_id = http.put("/v1/jobs", params={"problem": "strgame"}, content=text).json()["id"]
+            store, deadline = JobStore.from_url(redis_server.url), time.monotonic() + 30
+            while not _produced(store, job_id):
+                assert time.monotonic() < deadline, "the upload was never produced"
+                time.sleep(0.02)
+            store.close()
+            shown = gamebatch("status", job_id, "--json", "--broker", redis_server.url)
+            assert json.loads(shown.stdout)["id"] == job_id, shown.stdout
+            cancelled = gamebatch("cancel", job_id, "--broker", redis_server.url)
+            assert cancelled.returncode == 0, cancelled.stderr
+            ended = wait_until_ended(http, job_id)
+            assert ended["state"] == "cancelled", ended
+            listing = http.get("/v1/jobs").json()
+            assert listing["finished_states"] == ["cancelled", "done", "failed"]
     finally:
         running.stop()

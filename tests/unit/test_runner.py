@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from pipeline.jobstore import JobState
+from pipeline.jobstate import JobState
 from pipeline.memstore import MemoryStore
 from pipeline.messages import ChunkPayload
 from tests.helpers import FakeClock

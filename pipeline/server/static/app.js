@@ -4,7 +4,7 @@
 
 const TOKEN_KEY = "gamebatch-token";
 const GRADING_KEY = "gamebatch-grading";
-const ENDED = new Set(["done", "failed", "cancelled", "refused"]);
+let ENDED = new Set(["done", "failed", "cancelled", "refused"]); // the API's, once it said
 const state = {
   token: sessionStorage.getItem(TOKEN_KEY) || "",
   since: null, // the last event seen: the feed resumes from it
@@ -123,6 +123,7 @@ async function loadJobs() {
   const response = await api("/v1/jobs?limit=50");
   const body = await response.json();
   state.since = body.events_since;
+  if (body.finished_states) ENDED = new Set([...body.finished_states, "refused"]);
   $("jobs").tBodies[0].replaceChildren();
   state.rows.clear();
   for (const job of body.jobs.reverse()) showJob(job);

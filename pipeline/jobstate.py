@@ -1,0 +1,108 @@
+"""A job's life, as every part of gamebatch sees it: its states, its counters, and what the
+store answers when a chunk begins or is queued (no I/O here)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum, StrEnum
+from typing import Any, NamedTuple
+
+
+class JobState(StrEnum):
+    """Where a job is in its life."""
+
+    PRODUCING = "producing"
+    RUNNING = "running"  # every chunk is queued
+    COMPLETE = "complete"  # every chunk has answers
+    FAILED = "failed"  # some chunk failed for good
+    DONE = "done"  # the result file was written
+    CANCELLED = "cancelled"
+
+
+@dataclass(frozen=True)
+class JobCounters:
+    """A job's counters as read in one round trip."""
+
+    job_id: str
+    problem: str
+    state: JobState
+    total: int | None  # cases; None until every chunk is queued
+    done: int
+    chunks: int | None
+    done_chunks: int
+    failures: dict[int, str]
+    created: float | None = None  # Redis clock when the job was opened
+    started: float | None = None  # Redis clock when a worker began the first chunk
+    answered: float | None = None  # and when the latest answers were stored
+
+    @property
+    def rate(self) -> float | None:
+        """Cases answered per second of the job's run so far (Redis clock only, so no skew)."""
+        if self.started is None or self.answered is None or self.answered <= self.started:
+            return None
+        return self.done / (self.answered - self.started)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON form printed by `status --json`."""
+        return {
+            "id": self.job_id,
+            "problem": self.problem,
+            "state": self.state.value,
+            "total": self.total,
+            "done": self.done,
+            "chunks": self.chunks,
+            "done_chunks": self.done_chunks,
+            "failures": {str(k): v for k, v in sorted(self.failures.items())},
+            "started": self.started,
+            "answered": self.answered,
+            "cases_per_second": self.rate,
+        }
+
+
+FINISHED = frozenset({JobState.DONE.value, JobState.FAILED.value, JobState.CANCELLED.value})
+"""The states a job never leaves (on the command line, over HTTP and on the page alike)."""
+
+
+class Began(NamedTuple):
+    """A run of a chunk begun: its attempt number, payload and the payload's digest; attempt
+    0 means the chunk has its answers already, -1 that it or its job is gone (then there is
+    no payload)."""
+
+    attempt: int
+    payload: bytes | None = None
+    digest: str = ""
+
+
+class Put(IntEnum):
+    """What became of a chunk's payload handed to `put_chunk`."""
+
+    STORED = 1
+    NOT_PRODUCER = -1  # another process produces the job now, or it is gone or cancelled
+    PLAN_DIFFERS = -2  # the job's chunk plan is final and this chunk's bytes are not in it
+
+
+def counters(job_id: str, m: dict[str, str], errors: dict[str, str]) -> JobCounters | None:
+    """A job's counters from its manifest and errors hashes (None: no manifest)."""
+    if not m:
+        return None
+    failures = {int(k): v for k, v in errors.items()}
+    state = JobState(m.get("state", JobState.PRODUCING.value))
+    chunks = int(m["chunks"]) if "chunks" in m else None
+    done_chunks = int(m.get("done_chunks", 0))
+    if state == JobState.RUNNING and failures:
+        state = JobState.FAILED
+    elif state == JobState.RUNNING and done_chunks == chunks:
+        state = JobState.COMPLETE
+    return JobCounters(
+        job_id=job_id,
+        problem=m.get("problem", ""),
+        state=state,
+        total=int(m["total"]) if "total" in m else None,
+        done=int(m.get("done_cases", 0)),
+        chunks=chunks,
+        done_chunks=done_chunks,
+        failures=failures,
+        created=float(m["created"]) if "created" in m else None,
+        started=float(m["started"]) if "started" in m else None,
+        answered=float(m["answered"]) if "answered" in m else None,
+    )
