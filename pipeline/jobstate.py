@@ -3,9 +3,18 @@ store answers when a chunk begins or is queued (no I/O here)."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from enum import IntEnum, StrEnum
 from typing import Any, NamedTuple
+
+_JOB_ID = re.compile(r"[A-Za-z0-9_.]+(-[A-Za-z0-9_.]+)*-[0-9a-f]{24}(-keep-going)?")
+
+
+def is_job_id(text: str) -> bool:
+    """Whether `text` has the shape of a job id (`<problem>-<24 hex digits>`, maybe with
+    `-keep-going`, or `compare.<problem>-<24 hex digits>`), so that it can name keys."""
+    return _JOB_ID.fullmatch(text) is not None
 
 
 class JobState(StrEnum):

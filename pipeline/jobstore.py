@@ -198,6 +198,11 @@ class JobStore:
         """Stay the job's producer for `seconds` more; False when it is no longer ours."""
         return self._producing(job_id, token, "renew", seconds)
 
+    def production_holder(self, job_id: str) -> str | None:
+        """The token of the job's producer, if one holds it."""
+        value = self.client.get(keys.producer(job_id))
+        return None if value is None else str(value.decode())
+
     def release_production(self, job_id: str, token: str) -> None:
         """Stop being the job's producer."""
         self._producing(job_id, token, "release", 0)

@@ -54,15 +54,7 @@ comparison job (the digits hash the keys of its files): nothing else is ever a j
 
 from __future__ import annotations
 
-import re
-
 PREFIX = "gb"
-_JOB_ID = re.compile(r"[A-Za-z0-9_.]+(-[A-Za-z0-9_.]+)*-[0-9a-f]{24}(-keep-going)?")
-
-
-def is_job_id(text: str) -> bool:
-    """Whether `text` has the shape of a job id (so it can be part of a key)."""
-    return _JOB_ID.fullmatch(text) is not None
 
 
 JOBS = f"{PREFIX}:jobs"

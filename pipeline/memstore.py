@@ -115,6 +115,10 @@ class MemoryStore:
         """Stay the job's producer; False when it is no longer ours."""
         return self._producer(job_id) == token and self.claim_production(job_id, token, seconds)
 
+    def production_holder(self, job_id: str) -> str | None:
+        """The token of the job's producer, if one holds it."""
+        return self._producer(job_id)
+
     def release_production(self, job_id: str, token: str) -> None:
         """Stop being the job's producer."""
         if self._producer(job_id) == token:

@@ -10,7 +10,7 @@ from typing import Any
 
 from blake3 import blake3
 
-from pipeline import keys
+from pipeline.jobstate import is_job_id
 
 # A chunk's answers travel as one ASCII character per case: character i of ANSWER_CODES for
 # answer word i of the game, INVALID_CODE for a case that --keep-going let through. Redis
@@ -62,7 +62,7 @@ class BadTask(ValueError):
 
 def task_args(job_id: object, index: object) -> tuple[str, int]:
     """The (job id, chunk index) of a chunk task, checked: the broker is not trusted."""
-    if not isinstance(job_id, str) or not keys.is_job_id(job_id):
+    if not isinstance(job_id, str) or not is_job_id(job_id):
         raise BadTask(f"{_cut(job_id)} is not a job id")
     if type(index) is not int or not 0 <= index < MAX_CHUNKS:
         raise BadTask(f"{_cut(index)} is not a chunk index (job {job_id})")

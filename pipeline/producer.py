@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 import secrets
+import socket
 import stat
 import threading
 import time
@@ -69,9 +70,16 @@ def choose_lane(path: Path, settings: Settings, wanted: str = "auto") -> str:
     return "interactive" if small else "bulk"
 
 
-def job_id_for(problem: Problem, digest: str) -> str:
-    """Jobs are named by what they compute, so a re-run finds its earlier job."""
-    return f"{problem.name}-{digest[:24]}"
+# A producer's claim on its job lasts this long past its last renewal (renewed every third of
+# it): a producer that died is taken over after at most this, and a Redis that restarts within
+# it finds the claim still held by a producer that goes on.
+CLAIM_SECONDS = 30.0
+
+
+def job_id_for(problem: Problem, digest: str, keep_going: bool = False) -> str:
+    """Jobs are named by what they compute (the game, the input's SHA-256, whether invalid
+    cases are let through), so a re-run finds its earlier job."""
+    return f"{problem.name}-{digest[:24]}" + ("-keep-going" if keep_going else "")
 
 
 def submit(
@@ -105,7 +113,7 @@ def submit(
     only ever appended to) input file instead of carrying its bytes.
     """
     digest = source.digest if source is not None else checksum(path)
-    job_id = job_id_for(problem, digest) + ("-keep-going" if keep_going else "")
+    job_id = job_id_for(problem, digest, keep_going)
     fields = _manifest(problem, path, settings, lane)
     token = f"{this_process()}:{secrets.token_hex(8)}"
     claimed = _claim(store, job_id, fields, token, settings, on_progress=on_progress)
@@ -118,7 +126,7 @@ def submit(
         run.window = Window(store, job_id, settings, on_progress, chunks=window)
     opener = source.open if source is not None else lambda _: path.open("rb")
     verified = bool(getattr(source, "verified", False))
-    with _Renewal(store, job_id, token, settings.lease_seconds), _Owned(store, run, path):
+    with _Renewal(store, job_id, token, CLAIM_SECONDS), _Owned(store, run, path):
         run.read(path, digest, settings, int(claimed["target_work"]), int(claimed["max_cases"]),
                  opener=opener, name=name or str(path), spooled=spooled,
                  verified=verified)  # fmt: skip
@@ -169,10 +177,29 @@ def _claim(
             store.delete(job_id)  # a cancel stops a run, it does not bar the input
             continue
         first = False
-        if store.claim_production(job_id, token, settings.lease_seconds):
+        if store.claim_production(job_id, token, CLAIM_SECONDS):
             return manifest
+        holder = store.production_holder(job_id)
+        if holder is not None and _died_here(holder):  # killed: no need to wait out its claim
+            store.release_production(job_id, holder)
+            continue
         on_progress(progress)
         time.sleep(settings.poll_interval)
+
+
+def _died_here(holder: str) -> bool:
+    """Whether a producer's token names a process of this host that is gone."""
+    host, _, rest = holder.partition(":")
+    pid = rest.partition(":")[0]
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False  # alive, another user's
+    return False
 
 
 class _Renewal:

@@ -11,12 +11,12 @@ from functools import cached_property, partial
 from pathlib import Path
 from typing import TextIO
 
-from pipeline import collector, escape, files, keys, producer
+from pipeline import collector, escape, files, producer
 from pipeline.collector import INVALID_WORD
 from pipeline.config import LANES, Settings, default_state_dir, lane_queue, worker_settings
 from pipeline.errors import GamebatchError, InputError, JobLost, UnknownJob
 from pipeline.files import OutputError
-from pipeline.jobstate import JobCounters, JobState
+from pipeline.jobstate import JobCounters, JobState, is_job_id
 from pipeline.jobstore import JobStore, this_process
 from pipeline.local import producers
 from pipeline.problem import Problem, runs_in_process
@@ -409,7 +409,7 @@ def workers_alive(c: Cluster) -> list[str]:
 
 def check_job_id(job_id: str) -> None:
     """Refuse what cannot be a job id before it reaches a Redis key."""
-    if not keys.is_job_id(job_id):
+    if not is_job_id(job_id):
         shown = escape.terminal(escape.shorten(job_id, 60))
         raise UnknownJob(f"{shown} is not a job id (they look like strgame-<24 hex digits>)")
 

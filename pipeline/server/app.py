@@ -16,18 +16,19 @@ import redis
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from pipeline import keys
 from pipeline.config import LANES, lane_queue
-from pipeline.jobstate import FINISHED
+from pipeline.jobstate import FINISHED, is_job_id
 from pipeline.registry import registry
 from pipeline.server import gradings, metrics, openapi
-from pipeline.server.auth import Caller
-from pipeline.server.context import ApiError, Service, job_id_of, job_view, record_of
-from pipeline.server.records import is_event_token, read_events
+from pipeline.server.auth import Caller, TokenBackend
+from pipeline.server.context import ApiError, Service, job_id_of, job_view, needs, record_of
+from pipeline.server.records import is_event_token, newest_event, read_events
 from pipeline.server.runners import deliver_batch
 from pipeline.server.spool import BodyStalled, SpoolFile, TooLarge
 from pipeline.server.uploads import upload
@@ -37,65 +38,39 @@ log = logging.getLogger("gamebatch.server")
 EVENT_WAIT_MS = 5_000  # one blocking read of the event stream, at most
 KEEP_ALIVE_SECONDS = 10.0  # a comment line keeps an idle event stream open this often
 MAX_BATCH_BYTES = 1 << 20  # the JSON body of POST /v1/batches
-_EVERY_SCOPE = Caller("anyone", frozenset({"submit", "read", "admin"}))
 
 
 def create_app(service: Service) -> Starlette:
     """The ASGI app of `gamebatch serve`."""
-    # fmt: off
     routes = [
         Route("/", _page, methods=["GET"]),
         Route("/static/{name}", _static, methods=["GET"]),
-        Route("/healthz", _guard(service, None, _healthz), methods=["GET"]),
-        Route("/v1/problems", _guard(service, "read", _problems), methods=["GET"]),
-        Route("/metrics", _guard(service, "admin", _metrics), methods=["GET"]),
-        Route("/v1/openapi.json", _guard(service, "read", _openapi), methods=["GET"]),
-        Route("/v1/jobs", _guard(service, "submit", upload), methods=["PUT", "POST"]),
-        Route("/v1/jobs", _guard(service, "read", _list), methods=["GET"]),
-        Route("/v1/jobs/{job}", _guard(service, "read", _show), methods=["GET"]),
-        Route("/v1/jobs/{job}", _guard(service, "submit", _cancel), methods=["DELETE"]),
-        Route("/v1/jobs/{job}/result", _guard(service, "read", _result), methods=["GET"]),
-        Route("/v1/jobs/{job}/errors", _guard(service, "read", _errors), methods=["GET"]),
-        Route("/v1/batches", _guard(service, "submit", _open_batch), methods=["POST"]),
-        Route("/v1/batches/{batch}", _guard(service, "read", _show_batch), methods=["GET"]),
-        Route("/v1/events", _guard(service, "read", _events), methods=["GET"]),
-        Route("/v1/gradings", _guard(service, "submit", gradings.create), methods=["POST"]),
-        Route("/v1/gradings", _guard(service, "read", _list_gradings), methods=["GET"]),
-        Route("/v1/gradings/{grading}", _guard(service, "read", gradings.show), methods=["GET"]),
-        Route("/v1/gradings/{grading}", _guard(service, "submit", gradings.cancel),
-              methods=["DELETE"]),
-        Route("/v1/gradings/{grading}/cases/{test}/{number}",
-              _guard(service, "read", gradings.case_input), methods=["GET"]),
-        Route("/v1/gradings/{grading}/{report}", _guard(service, "read", gradings.report),
-              methods=["GET"]),
+        Route("/healthz", _healthz, methods=["GET"]),
+        Route("/v1/problems", _problems, methods=["GET"]),
+        Route("/metrics", _metrics, methods=["GET"]),
+        Route("/v1/openapi.json", _openapi, methods=["GET"]),
+        Route("/v1/jobs", upload, methods=["PUT", "POST"]),
+        Route("/v1/jobs", _list, methods=["GET"]),
+        Route("/v1/jobs/{job}", _show, methods=["GET"]),
+        Route("/v1/jobs/{job}", _cancel, methods=["DELETE"]),
+        Route("/v1/jobs/{job}/result", _result, methods=["GET"]),
+        Route("/v1/jobs/{job}/errors", _errors, methods=["GET"]),
+        Route("/v1/batches", _open_batch, methods=["POST"]),
+        Route("/v1/batches/{batch}", _show_batch, methods=["GET"]),
+        Route("/v1/events", _events, methods=["GET"]),
+        Route("/v1/gradings", gradings.create, methods=["POST"]),
+        Route("/v1/gradings", _list_gradings, methods=["GET"]),
+        Route("/v1/gradings/{grading}", gradings.show, methods=["GET"]),
+        Route("/v1/gradings/{grading}", gradings.cancel, methods=["DELETE"]),
+        Route("/v1/gradings/{grading}/cases/{test}/{number}", gradings.case_input, methods=["GET"]),
+        Route("/v1/gradings/{grading}/{report}", gradings.report, methods=["GET"]),
     ]
-    # fmt: on
     handlers = {HTTPException: _http_error, BodyStalled: _stalled, Exception: _internal_error}
-    app = Starlette(routes=routes, exception_handlers=handlers)
+    middleware = [Middleware(AuthenticationMiddleware, backend=TokenBackend(service.tokens))]
+    app = Starlette(routes=routes, exception_handlers=handlers, middleware=middleware)
+    app.state.service = service  # what the routes share (see context.needs)
     app.add_middleware(metrics.Timing)
     return app
-
-
-def _guard(service: Service, scope: str | None, handler: Any) -> Any:
-    """The handler behind the token check: 401 without a valid token, 403 without the scope."""
-
-    async def endpoint(request: Request) -> Response:
-        caller = _EVERY_SCOPE
-        if scope is not None and service.tokens:
-            found = service.tokens.caller(request.headers.get("authorization"))
-            if found is None:
-                raise ApiError(
-                    401,
-                    "a valid token is needed (Authorization: Bearer TOKEN)",
-                    {"WWW-Authenticate": "Bearer"},
-                )
-            if scope not in found.scopes and "admin" not in found.scopes:
-                raise ApiError(403, f"this token lacks the {scope!r} scope")
-            caller = found
-        response: Response = await handler(service, request, caller)
-        return response
-
-    return endpoint
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:
@@ -143,6 +118,7 @@ async def _static(request: Request) -> Response:
 # ---- health, metrics, schema
 
 
+@needs(None)
 async def _healthz(service: Service, request: Request, caller: Caller) -> Response:
     try:
         await service.events.ping()
@@ -154,6 +130,7 @@ async def _healthz(service: Service, request: Request, caller: Caller) -> Respon
     return JSONResponse(body, 200 if healthy else 503)
 
 
+@needs("admin")
 async def _metrics(service: Service, request: Request, caller: Caller) -> Response:
     body = await run_in_threadpool(
         metrics.render,
@@ -164,10 +141,12 @@ async def _metrics(service: Service, request: Request, caller: Caller) -> Respon
     return Response(body, media_type=metrics.CONTENT_TYPE)
 
 
+@needs("read")
 async def _problems(service: Service, request: Request, caller: Caller) -> Response:
     return JSONResponse({"problems": sorted(registry())})
 
 
+@needs("read")
 async def _openapi(service: Service, request: Request, caller: Caller) -> Response:
     return JSONResponse(openapi.DOCUMENT)
 
@@ -175,6 +154,7 @@ async def _openapi(service: Service, request: Request, caller: Caller) -> Respon
 # ---- jobs
 
 
+@needs("read")
 async def _show(service: Service, request: Request, caller: Caller) -> Response:
     job_id = job_id_of(request)
 
@@ -202,6 +182,7 @@ def _paging(request: Request) -> tuple[int, float | None]:
     return int(limit), before
 
 
+@needs("read")
 async def _list(service: Service, request: Request, caller: Caller) -> Response:
     limit, before = _paging(request)
     since = await run_in_threadpool(service.records.last_event)  # first: later changes follow
@@ -212,6 +193,7 @@ async def _list(service: Service, request: Request, caller: Caller) -> Response:
     return JSONResponse(body)
 
 
+@needs("read")
 async def _list_gradings(service: Service, request: Request, caller: Caller) -> Response:
     limit, before = _paging(request)
     records = service.records.of_kind("grading")
@@ -222,6 +204,7 @@ async def _list_gradings(service: Service, request: Request, caller: Caller) -> 
     return JSONResponse(body)
 
 
+@needs("submit")
 async def _cancel(service: Service, request: Request, caller: Caller) -> Response:
     job_id = job_id_of(request)
 
@@ -239,6 +222,7 @@ async def _cancel(service: Service, request: Request, caller: Caller) -> Respons
     return JSONResponse(await run_in_threadpool(cancel))
 
 
+@needs("read")
 async def _result(service: Service, request: Request, caller: Caller) -> Response:
     job_id = job_id_of(request)
     record = await run_in_threadpool(record_of, service, job_id)
@@ -257,6 +241,7 @@ async def _result(service: Service, request: Request, caller: Caller) -> Respons
     )
 
 
+@needs("read")
 async def _errors(service: Service, request: Request, caller: Caller) -> Response:
     job_id = job_id_of(request)
     record = await run_in_threadpool(record_of, service, job_id)
@@ -273,6 +258,7 @@ async def _errors(service: Service, request: Request, caller: Caller) -> Respons
 # ---- batches
 
 
+@needs("submit")
 async def _open_batch(service: Service, request: Request, caller: Caller) -> Response:
     try:
         body = await service.spool.read_small(request.stream(), MAX_BATCH_BYTES)
@@ -296,7 +282,7 @@ async def _open_batch(service: Service, request: Request, caller: Caller) -> Res
 
     def open_batch() -> dict[str, Any]:
         for job_id in jobs:  # a job the caller may not see is answered as one that is not
-            record = service.records.get(job_id) if keys.is_job_id(job_id) else None
+            record = service.records.get(job_id) if is_job_id(job_id) else None
             if record is None or not caller.may_read(record):
                 raise ApiError(404, f"no job {job_id}")
         batch_id = uuid.uuid4().hex
@@ -309,6 +295,7 @@ async def _open_batch(service: Service, request: Request, caller: Caller) -> Res
     return JSONResponse(opened, 201)
 
 
+@needs("read")
 async def _show_batch(service: Service, request: Request, caller: Caller) -> Response:
     batch_id = str(request.path_params["batch"])
     if len(batch_id) != 32 or not all(c in "0123456789abcdef" for c in batch_id):
@@ -324,6 +311,7 @@ async def _show_batch(service: Service, request: Request, caller: Caller) -> Res
 # ---- events
 
 
+@needs("read")
 async def _events(service: Service, request: Request, caller: Caller) -> Response:
     since = request.query_params.get("since") or request.headers.get("last-event-id")
     if since is None:  # from now on
@@ -331,7 +319,7 @@ async def _events(service: Service, request: Request, caller: Caller) -> Respons
     if not is_event_token(str(since)):
         raise ApiError(400, "since must be an event id (as sent in the stream) or 0")
     job = request.query_params.get("job")
-    if job is not None and not keys.is_job_id(job):
+    if job is not None and not is_job_id(job):
         raise ApiError(400, "job must be a job id")
     return StreamingResponse(
         _stream(service, request, str(since), job),
@@ -341,8 +329,7 @@ async def _events(service: Service, request: Request, caller: Caller) -> Respons
 
 
 async def _newest(service: Service) -> str:
-    rows = await service.events.xrevrange(keys.API_EVENTS, count=1)
-    return str(rows[0][0].decode()) if rows else "0"
+    return await newest_event(service.events)
 
 
 def _block_ms(client: Any) -> int:

@@ -7,16 +7,29 @@ import hmac
 from dataclasses import dataclass
 from pathlib import Path
 
+from starlette.authentication import AuthCredentials, AuthenticationBackend, BaseUser
+from starlette.requests import HTTPConnection
+
 from pipeline.config import SCOPES, TokenSetting
 from pipeline.errors import UsageError
 
 
 @dataclass(frozen=True)
-class Caller:
+class Caller(BaseUser):
     """Who made a request, as far as their token says."""
 
     name: str
     scopes: frozenset[str]
+
+    @property
+    def is_authenticated(self) -> bool:
+        """A caller is one a token named (or anyone, on a server without tokens)."""
+        return True
+
+    @property
+    def display_name(self) -> str:
+        """The token's name."""
+        return self.name
 
     def may_read(self, record: dict[str, str]) -> bool:
         """Whether this caller may see a record: any with read or admin, else its own."""
@@ -59,3 +72,23 @@ class Tokens:
             if hmac.compare_digest(presented, token.sha256.encode()):
                 found = token
         return None if found is None else Caller(found.name, frozenset(found.scopes))
+
+
+EVERYONE = Caller("anyone", frozenset(SCOPES))  # the caller of a server without tokens
+
+
+class TokenBackend(AuthenticationBackend):
+    """Starlette's authentication of each request by its bearer token: `request.user` is the
+    Caller, `request.auth.scopes` what it may do (admin may do everything)."""
+
+    def __init__(self, tokens: Tokens) -> None:
+        self.tokens = tokens
+
+    async def authenticate(self, conn: HTTPConnection) -> tuple[AuthCredentials, BaseUser] | None:
+        if not self.tokens:
+            return AuthCredentials(list(SCOPES)), EVERYONE
+        found = self.tokens.caller(conn.headers.get("authorization"))
+        if found is None:
+            return None
+        scopes = SCOPES if "admin" in found.scopes else tuple(sorted(found.scopes))
+        return AuthCredentials(list(scopes)), found

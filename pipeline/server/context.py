@@ -3,19 +3,22 @@ as clients see it."""
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
+from starlette.responses import Response
 
-from pipeline import keys
 from pipeline.config import Settings
-from pipeline.jobstore import JobStore
-from pipeline.server.auth import Tokens
+from pipeline.jobstate import is_job_id
+from pipeline.server.auth import EVERYONE, Caller, Tokens
 from pipeline.server.records import Records
 from pipeline.server.runners import RunnerPool, public
 from pipeline.server.spool import Spool
+from pipeline.store import Store
 
 
 class ApiError(HTTPException):
@@ -32,11 +35,35 @@ class Service:
     settings: Settings
     tokens: Tokens
     records: Records
-    store: JobStore
+    store: Store
     events: Any  # a redis.asyncio client (event stream reads block, off the event loop)
     spool: Spool
     runners: RunnerPool
     workers: Any  # () -> names of live workers (cached by the caller)
+
+
+Handler = Callable[[Service, Request, Caller], Awaitable[Response]]
+
+
+def needs(scope: str | None) -> Callable[[Handler], Callable[[Request], Awaitable[Response]]]:
+    """A route's endpoint for a handler that needs `scope` (None: anyone): 401 without a
+    valid token, 403 without the scope. The token was read by the authentication
+    middleware (auth.TokenBackend); the service is the app's state."""
+
+    def wrap(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
+        @functools.wraps(handler)
+        async def endpoint(request: Request) -> Response:
+            caller = request.user if request.user.is_authenticated else None
+            if scope is not None and caller is None:
+                raise ApiError(401, "a valid token is needed (Authorization: Bearer TOKEN)",
+                               {"WWW-Authenticate": "Bearer"})  # fmt: skip
+            if scope is not None and scope not in request.auth.scopes:
+                raise ApiError(403, f"this token lacks the {scope!r} scope")
+            return await handler(request.app.state.service, request, caller or EVERYONE)
+
+        return endpoint
+
+    return wrap
 
 
 def job_view(service: Service, record: dict[str, str]) -> dict[str, Any]:
@@ -64,7 +91,7 @@ def job_view(service: Service, record: dict[str, str]) -> dict[str, Any]:
 
 def job_id_of(request: Request) -> str:
     job_id = str(request.path_params["job"])
-    if not keys.is_job_id(job_id):
+    if not is_job_id(job_id):
         raise ApiError(404, "not a job id (they look like strgame-<24 hex digits>)")
     return job_id
 

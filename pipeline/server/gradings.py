@@ -26,7 +26,7 @@ from pipeline.registry import get_problem
 from pipeline.scoring import load_scoring
 from pipeline.server.archives import ArchiveRefused, Limits, unpack
 from pipeline.server.auth import Caller
-from pipeline.server.context import ApiError, Service
+from pipeline.server.context import ApiError, Service, needs
 from pipeline.server.records import Records
 from pipeline.server.spool import Spool, SpoolFile
 from pipeline.server.uploads import receive
@@ -71,6 +71,7 @@ def folder(spool: Spool, grading_id: str) -> Path:
 # ---- routes
 
 
+@needs("submit")
 async def create(service: Service, request: Request, caller: Caller) -> Response:
     """POST /v1/gradings: the archive as the body."""
     params = dict(request.query_params)
@@ -171,11 +172,13 @@ async def _record(service: Service, grading_id: str) -> dict[str, str]:
     return record
 
 
+@needs("read")
 async def show(service: Service, request: Request, caller: Caller) -> Response:
     """GET /v1/gradings/{id}: its state, then its summary (the report is a link away)."""
     return JSONResponse(view(await _record(service, _grading_id(request))))
 
 
+@needs("read")
 async def report(service: Service, request: Request, caller: Caller) -> Response:
     """GET /v1/gradings/{id}/{report}: one of the report files, once the grading is done."""
     grading_id = _grading_id(request)
@@ -189,6 +192,7 @@ async def report(service: Service, request: Request, caller: Caller) -> Response
     return SpoolFile(folder(service.spool, grading_id) / file_name, media_type=media)
 
 
+@needs("read")
 async def case_input(service: Service, request: Request, caller: Caller) -> Response:
     """GET /v1/gradings/{id}/cases/{test}/{n}: the case's input, shortened (for the page)."""
     grading_id = _grading_id(request)
@@ -204,6 +208,7 @@ async def case_input(service: Service, request: Request, caller: Caller) -> Resp
     return JSONResponse({"test": test, "case": int(number), "input": texts[int(number)]})
 
 
+@needs("submit")
 async def cancel(service: Service, request: Request, caller: Caller) -> Response:
     """DELETE /v1/gradings/{id}: stop it; its answer jobs, shared by content, run on."""
     grading_id = _grading_id(request)

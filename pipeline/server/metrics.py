@@ -11,8 +11,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from pipeline.jobstore import JobStore
 from pipeline.server.records import Records
+from pipeline.store import Store
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 REGISTRY = CollectorRegistry()
@@ -31,7 +31,7 @@ class _Live:
 
     def __init__(self) -> None:
         self.records: Records | None = None
-        self.store: JobStore | None = None
+        self.store: Store | None = None
         self.queues: list[str] = []
 
     def collect(self) -> Any:
@@ -55,7 +55,7 @@ _LIVE = _Live()
 REGISTRY.register(_LIVE)
 
 
-def render(records: Records, store: JobStore, queues: list[str]) -> bytes:
+def render(records: Records, store: Store, queues: list[str]) -> bytes:
     """The metrics page."""
     _LIVE.records, _LIVE.store, _LIVE.queues = records, store, queues
     return generate_latest(REGISTRY)

@@ -169,6 +169,12 @@ class Records:
         self.client.hset(keys.api_batch(batch_id), mapping=fields)
 
 
+async def newest_event(client: Any) -> str:
+    """The id of the newest event (through an asyncio client), or 0 when there is none."""
+    rows = await client.xrevrange(keys.API_EVENTS, count=1)
+    return str(rows[0][0].decode()) if rows else "0"
+
+
 async def read_events(client: Any, since: str, block_ms: int) -> list[tuple[str, str]]:
     """Events after `since` as (token, JSON), waiting up to `block_ms` for the first."""
     found = await client.xread({keys.API_EVENTS: since}, count=500, block=block_ms)

@@ -20,7 +20,7 @@ from pipeline.producer import job_id_for
 from pipeline.registry import get_problem
 from pipeline.server import metrics
 from pipeline.server.auth import Caller
-from pipeline.server.context import ApiError, Service, job_view, record_of
+from pipeline.server.context import ApiError, Service, job_view, needs, record_of
 from pipeline.server.runners import Upload
 from pipeline.server.spool import STALL_SECONDS, BadUpload, Received, TooLarge
 from pipeline.server.webhooks import CallbackRefused, check_callback
@@ -51,6 +51,7 @@ def _job_params(values: dict[str, str]) -> dict[str, str]:
     return {**values, "lane": lane, "keep_going": "1" if keep_going in ("1", "true") else "0"}
 
 
+@needs("submit")
 async def upload(service: Service, request: Request, caller: Caller) -> Response:
     params = _job_params(dict(request.query_params))
     if params.get("callback_url"):
@@ -191,8 +192,7 @@ def _known(service: Service, record: dict[str, str], caller: Caller) -> dict[str
 
 def _job_id(params: dict[str, str], digest: str) -> str:
     """The job an upload of this content and these parameters is."""
-    suffix = "-keep-going" if params["keep_going"] == "1" else ""
-    return job_id_for(get_problem(params["problem"]), digest) + suffix
+    return job_id_for(get_problem(params["problem"]), digest, params["keep_going"] == "1")
 
 
 def _open_record(

@@ -5,6 +5,8 @@ from __future__ import annotations
 import io
 import mmap
 import os
+import socket
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -192,3 +194,35 @@ def test_reading_hashes_every_byte_even_past_an_error(tmp_path: Path) -> None:
         stream = producer._HashingReader(raw, "x.in")
         assert stream.read(3) == b"1\n1"
         assert stream.rest_digest() == digest
+
+
+def test_a_killed_producers_claim_is_taken_over_at_once(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
+    """A producer killed on this host (SIGKILL: no clean-up) leaves its claim; the next
+    producer of the input sees that its process is gone and need not wait the claim out."""
+    problem = get_problem("strgame")
+    path = tmp_path / "d.in"
+    path.write_bytes(_text("ab"))
+    store = JobStore.from_url(redis_server.url)
+    settings = load_settings(broker_url=redis_server.url, chunk={"target_work": 50_000})
+    job_id = producer.job_id_for(problem, producer.checksum(path))
+    dead = f"{socket.gethostname()}:{_ended_pid()}:x"  # a process that has ended
+    assert store.claim_production(job_id, dead, producer.CLAIM_SECONDS)
+    started = time.monotonic()
+    job = producer.submit(problem, path, store, lambda j, i: None, settings)
+    assert time.monotonic() - started < producer.CLAIM_SECONDS / 3
+    assert job.queued == job.chunks > 0 and store.production_holder(job_id) is None
+    alive = f"{socket.gethostname()}:{os.getpid()}:y"  # a live holder is waited for
+    other = producer.job_id_for(problem, producer.checksum(path), keep_going=True)
+    assert store.claim_production(other, alive, 1.0)
+    started = time.monotonic()
+    producer.submit(problem, path, store, lambda j, i: None, settings, keep_going=True)
+    assert time.monotonic() - started >= 0.8  # until the claim lapsed
+    store.client.close()
+
+
+def _ended_pid() -> int:
+    process = subprocess.Popen(["true"])
+    process.wait()
+    return process.pid
