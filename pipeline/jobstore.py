@@ -88,6 +88,7 @@ REPLICA_WAIT_MS = 200  # how long stored answers wait for a replica to have them
 ALONE_SECONDS = 10.0  # after a WAIT no replica answered, how long to store without one
 FINISH_TRIES = 3  # writes of a job's done state that a failover may have lost
 SWEEP_FURTHER = 500  # jobs a sweep looks at beyond the open set, in turn
+INVALID_KEPT_SECONDS = 24 * 3600  # a producer's own list of invalid cases, if it never ends
 
 
 class JobStore:
@@ -181,8 +182,10 @@ class JobStore:
         replica acknowledged it and the primary in force does not have it (a failover lost
         the end of the production: read the input again)."""
         args: list[str | int] = [chunks, total, JobState.RUNNING, JobState.CANCELLED, token]
+        keys_ = [keys.job(job_id), keys.producer(job_id), keys.invalid(job_id),
+                 keys.invalid(job_id, token)]  # fmt: skip
         found = {1: JobState.RUNNING, 2: JobState.CANCELLED}.get(int(self._finish(
-            keys=[keys.job(job_id), keys.producer(job_id)], args=args)))  # fmt: skip
+            keys=keys_, args=args)))  # fmt: skip
         if found == JobState.RUNNING and self.replicated and not self._wait_for_a_replica():
             # no replica has it: a failover in between loses it (and maybe chunks before it)
             state = self.client.hget(keys.job(job_id), "state")
@@ -214,6 +217,7 @@ class JobStore:
     def abandon_production(self, job_id: str, token: str) -> None:
         """Give the job up as its producer: a job whose chunk plan is not final is removed
         with all it holds; one that another run produced keeps its answers."""
+        self.client.delete(keys.invalid(job_id, token))
         keys_ = [keys.producer(job_id), keys.job(job_id), keys.JOBS, keys.OPEN_JOBS,
                  *keys.per_chunk(job_id)]  # fmt: skip
         if int(self._abandon(keys=keys_, args=[token, job_id])) == 1:
@@ -399,18 +403,19 @@ class JobStore:
             held = pipe.execute()
         return [i for i, h in zip(indexes, held, strict=True) if not h]
 
-    def reset_invalid(self, job_id: str) -> None:
-        """Forget the invalid cases found by an earlier production run."""
-        self.client.delete(keys.job_field(job_id, "invalid"))
-
-    def add_invalid(self, job_id: str, errors: list[str]) -> None:
-        """Record errors of invalid cases (keep-going mode)."""
+    def add_invalid(self, job_id: str, errors: list[str], token: str = "") -> None:
+        """Record errors of invalid cases (keep-going mode): a producer in its own list, which
+        lasts as long as its claim unless its production ends."""
         if errors:
-            self.client.rpush(keys.job_field(job_id, "invalid"), *errors)
+            with self.client.pipeline(transaction=False) as pipe:
+                pipe.rpush(keys.invalid(job_id, token), *errors)
+                if token:
+                    pipe.expire(keys.invalid(job_id, token), INVALID_KEPT_SECONDS)
+                pipe.execute()
 
     def invalid(self, job_id: str) -> list[str]:
         """Errors of the invalid cases, in input order."""
-        return [e.decode() for e in self.client.lrange(keys.job_field(job_id, "invalid"), 0, -1)]
+        return [e.decode() for e in self.client.lrange(keys.invalid(job_id), 0, -1)]
 
     def leased(self, job_id: str) -> bool:
         """Whether any worker holds a chunk of the job right now."""

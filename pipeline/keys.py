@@ -23,6 +23,8 @@ gb:job:{job}:sums         hash   chunk index -> digest of what its payload was c
 gb:job:{job}:producer     string the one producer of the job (a random token); expires unless
                                  renewed, so that a dead producer's job is taken over
 gb:job:{job}:invalid      list   errors of invalid cases let through by --keep-going
+gb:job:{job}:invalid:{t}  list   the same, as producer {t} reads them; renamed to the above
+                                 when its production ends (expires if it never does)
 gb:jobs                   zset   job ids by creation time
 gb:jobs:open              zset   job ids the sweep has not seen finished yet
 gb:sweep                  string worker looking for lost chunks this round; expires
@@ -96,6 +98,12 @@ def job_field(job_id: str, name: str) -> str:
 def producer(job_id: str) -> str:
     """The token of the process producing the job (at most one at a time)."""
     return job_field(job_id, "producer")
+
+
+def invalid(job_id: str, token: str = "") -> str:
+    """Errors of a keep-going job's invalid cases; with a producer's token, the list that
+    producer fills as it reads (it becomes the job's list when its production ends)."""
+    return job_field(job_id, "invalid") + (f":{token}" if token else "")
 
 
 def sums(job_id: str) -> str:

@@ -28,6 +28,7 @@ class _Job:
     payloads: dict[int, bytes] = field(default_factory=dict)
     leases: dict[int, float] = field(default_factory=dict)  # index -> expiry on the clock
     sums: dict[int, str] = field(default_factory=dict)  # index -> its payload's digest
+    found_invalid: dict[str, list[str]] = field(default_factory=dict)  # producer -> its own
 
 
 class MemoryTables:
@@ -97,6 +98,8 @@ class MemoryStore:
             return JobState.CANCELLED
         if token and self._producer(job_id) != token:
             return None
+        if token:
+            job.invalid = job.found_invalid.pop(token, [])
         job.manifest.update(chunks=str(chunks), total=str(total), state=JobState.RUNNING.value)
         return JobState.RUNNING
 
@@ -312,16 +315,11 @@ class MemoryStore:
 
     # --- keep-going errors ------------------------------------------------------------------
 
-    def reset_invalid(self, job_id: str) -> None:
-        """Forget earlier invalid cases."""
-        job = self._live(job_id)
-        if job is not None:
-            job.invalid.clear()
-
-    def add_invalid(self, job_id: str, errors: list[str]) -> None:
-        """Record invalid cases."""
+    def add_invalid(self, job_id: str, errors: list[str], token: str = "") -> None:
+        """Record invalid cases (a producer's own, until its production ends)."""
         if errors:
-            self._jobs.setdefault(job_id, _Job({})).invalid.extend(errors)
+            job = self._jobs.setdefault(job_id, _Job({}))
+            (job.found_invalid.setdefault(token, []) if token else job.invalid).extend(errors)
 
     def invalid(self, job_id: str) -> list[str]:
         """The invalid cases' errors, in input order."""

@@ -282,7 +282,6 @@ class _Production:
         self.invalid: list[str] = []
         self.queued = self.total = self.chunks = 0
         self.name = job_id  # the input as messages call it (set by read)
-        store.reset_invalid(job_id)
 
     def read(
         self, path: Path, digest: str, settings: Settings, target_work: int, max_cases: int,
@@ -321,12 +320,13 @@ class _Production:
             for chunk in chunk_cases(batches, self.problem.work, target_work, max_cases):
                 self._queue(chunk)
             _check_digest(stream, digest, name)
-        self.store.add_invalid(self.job_id, self.invalid)  # an error after the last case
+        # an error after the last case
+        self.store.add_invalid(self.job_id, self.invalid, self.token)
 
     def _queue(self, chunk: Chunk) -> None:
         payload = ChunkPayload(self.problem.name, chunk.first, chunk.cases).encode()
         self._put(chunk.index, len(chunk.cases), digest_of(payload), lambda: payload)
-        self.store.add_invalid(self.job_id, self.invalid)
+        self.store.add_invalid(self.job_id, self.invalid, self.token)
         self.invalid.clear()
 
     def _queue_slice(self, piece: SliceChunk) -> None:

@@ -8,6 +8,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 import redis
 
 from pipeline.jobstate import JobState
@@ -139,3 +140,31 @@ def test_an_interrupt_exits_130_and_leaves_no_result(
         _, err = solve.communicate(timeout=30)
         assert (solve.returncode, err) == (130, "gamebatch: interrupted\n"), (sig, repeats)
         assert not out.exists() and not list(tmp_path.glob("*.part"))
+
+
+def test_a_second_keep_going_run_never_hides_the_invalid_cases(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
+    """A keep-going job's list of invalid cases is replaced only when a production ends:
+    a second run of the same input that dies half way leaves the first one's whole list."""
+    from pipeline import producer
+    from pipeline.config import load_settings
+
+    problem = get_problem("strgame")
+    path = tmp_path / "kg.in"
+    lines = ["3001"] + ["1 1\na"] * 1500 + ["1 1\nB"] + ["1 1\nab"] * 1499 + ["1 0\na"]
+    path.write_text("\n".join(lines) + "\n")
+    store = JobStore.from_url(redis_server.url)
+    settings = load_settings(broker_url=redis_server.url, chunk={"max_cases": 100})
+    first = producer.submit(problem, path, store, lambda j, i: None, settings, keep_going=True)
+    assert len(store.invalid(first.job_id)) == 2 and first.chunks > 20
+
+    def die_after_a_few(job_id: str, index: int) -> None:
+        if index == 5:
+            raise RuntimeError("killed")
+
+    with pytest.raises(RuntimeError, match="killed"):
+        producer.submit(problem, path, store, die_after_a_few, settings, keep_going=True)
+    found = store.invalid(first.job_id)
+    assert [e.split(": ")[1] for e in found] == ["case 1501", "case 3001"], found
+    store.close()
