@@ -119,7 +119,8 @@ def _found(problem: Problem, tests: list[Test], solver: Solver, keep_going: bool
             todo.append(test)
             continue
         try:
-            found.expected[test.name] = _codes(problem, _read_answers(problem, test.answers))
+            words = _read_answers(problem, test.answers, _case_count(test.input))
+            found.expected[test.name] = _codes(problem, words)
             found.solved[test.name] = None
         except InputError as exc:
             if not keep_going:
@@ -458,16 +459,32 @@ def summary(out: TextIO, *, standings: bool) -> Callable[[GradeRun], reports.Rep
     return lambda run: reports.TextSummary(out, run, standings=standings)
 
 
-def _read_answers(problem: Problem, path: Path) -> list[str]:
+def _read_answers(problem: Problem, path: Path, cases: int) -> list[str]:
+    """The official answers, one word per non-blank line, exactly one per case of the test."""
     try:
         lines = [line.strip() for line in path.read_text(errors="replace").splitlines()]
     except OSError as exc:
         raise UsageError(f"cannot read answers {path}: {exc.strerror}") from None
-    words = [line for line in lines if line]
-    for number, word in enumerate(words, 1):
+    words: list[str] = []
+    for number, word in enumerate(lines, 1):
+        if not word:
+            continue
         if word not in problem.answers:
-            raise InputError(
-                f"answer {number} is {word!r}, not one of {', '.join(problem.answers)}",
-                file=str(path),
-            )
+            raise InputError(f"{word[:40]!r} is not one of {', '.join(problem.answers)}",
+                             file=str(path), line=number, case=len(words) + 1)  # fmt: skip
+        words.append(word)
+    if len(words) != cases:
+        raise InputError(f"{len(words)} answers for the {cases} cases of its test", file=str(path))
     return words
+
+
+def _case_count(path: Path) -> int:
+    """A test's number of cases T, its first token (the test itself is checked when solved)."""
+    try:
+        with path.open("rb") as stream:
+            head = stream.read(64).split()
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror}") from None
+    if not head or not head[0].isdigit() or len(head[0]) > 18:
+        raise InputError("the first token must be the number of cases", file=str(path), line=1)
+    return int(head[0])

@@ -144,9 +144,14 @@ def test_single_input_with_official_answers_and_scoring(tmp_path: Path) -> None:
     assert (result.returncode, result.stderr) == (1, "")
     assert f"{tmp_path / 'a.out'}: 2/3 accepted, score 30/100" in result.stdout
     bad = tmp_path / "bad.ans"
-    bad.write_text("Pure\nMaybe\n")
+    bad.write_text("Pure\n\nMaybe\nDirty\n")
     refused = gamebatch("grade", "-p", "strgame", *files, "--answers", str(bad))
-    assert refused.returncode == 2 and "answer 2 is 'Maybe'" in refused.stderr
+    assert refused.returncode == 2 and f"{bad}:3: case 2: 'Maybe' is not" in refused.stderr
+    for short in ("Pure\nDirty\n", "Pure\nDirty\nDirty\nPure\n"):  # one too few, too many
+        bad.write_text(short)
+        refused = gamebatch("grade", "-p", "strgame", *files, "--answers", str(bad))
+        assert refused.returncode == 2, refused.stdout
+        assert "answers for the 3 cases of its test" in refused.stderr, refused.stderr
 
 
 def _contest(root: Path, contestants: int, cases: int, seed: int = 1) -> tuple[Path, Path]:
