@@ -418,7 +418,11 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     settings = _settings(args, need_broker=False)
     tokens = settings.server.tokens
     if args.token_file is not None:
-        tokens = (*tokens, token_from_file(args.token_file))
+        from_file = token_from_file(args.token_file)
+        if from_file.name in {token.name for token in tokens}:
+            raise UsageError(f"token file {args.token_file}: a configured token has its name "
+                             f"{from_file.name!r} (a token's name owns its jobs)")  # fmt: skip
+        tokens = (*tokens, from_file)
     if not 1 <= args.port <= 65535:
         raise UsageError("--port must be from 1 to 65535")
     serve(settings, args.host, args.port, tokens)

@@ -92,6 +92,15 @@ class ServerSettings(Section):
                 raise ValueError("must be a JSON list of {name, sha256, scopes}") from None
         return value
 
+    @field_validator("tokens")
+    @classmethod
+    def _unique_names(cls, tokens: tuple[TokenSetting, ...]) -> tuple[TokenSetting, ...]:
+        names = [token.name for token in tokens]
+        twice = sorted({name for name in names if names.count(name) > 1})
+        if twice:  # a token's name is who owns its jobs: two tokens must not share one
+            raise ValueError(f"two tokens are named {twice[0]!r}: give each a name of its own")
+        return tokens
+
     @field_validator("webhook_hosts", "webhook_private_networks", mode="before")
     @classmethod
     def _comma_list(cls, value: Any) -> Any:

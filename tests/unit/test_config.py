@@ -172,3 +172,16 @@ def test_the_configuration_reference_is_current() -> None:
     missing = [n for n in settings_doc.Settings.model_fields if n not in sections
                and not documented.get(n)]  # fmt: skip
     assert missing == [], "settings without a comment"
+
+
+def test_two_tokens_may_not_share_a_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A token's name owns the jobs it uploads: two tokens of one name (both left unnamed,
+    say) could cancel and see each other's jobs."""
+    digests = ['{"sha256": "' + c * 64 + '", "scopes": ["submit"]}' for c in "ab"]
+    monkeypatch.setenv("GAMEBATCH_SERVER__TOKENS", "[" + ", ".join(digests) + "]")
+    with pytest.raises(UsageError, match="two tokens are named 'token'"):
+        load_settings()
+    pairs = zip(digests, "xy", strict=True)
+    named = [d.replace("{", '{"name": "' + n + '", ', 1) for d, n in pairs]
+    monkeypatch.setenv("GAMEBATCH_SERVER__TOKENS", "[" + ", ".join(named) + "]")
+    assert [t.name for t in load_settings().server.tokens] == ["x", "y"]
