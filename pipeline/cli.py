@@ -584,6 +584,10 @@ def _cmd_diff(args: argparse.Namespace) -> int:
             raise UsageError(f"cannot read report {path}: {exc}") from None
         if not isinstance(doc, dict) or doc.get("version") not in reports.REPORT_VERSIONS:
             raise UsageError(f"{path} is not a grading report (version 1 or 2)")
+        try:
+            reports.check_report(doc)
+        except ValueError as exc:
+            raise UsageError(f"{path} is not a grading report: {exc}") from None
         docs.append(doc)
     changes = reports.diff_reports(docs[0], docs[1])
     for line in changes:

@@ -409,6 +409,25 @@ def diff_reports(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     return changes
 
 
+def check_report(doc: Any) -> None:
+    """Raise ValueError saying what is wrong when `doc` is not a report diff_reports reads."""
+    subs = doc.get("submissions") if isinstance(doc, dict) else None
+    if not isinstance(subs, list):
+        raise ValueError("it has no list of submissions")
+    for number, sub in enumerate(subs, 1):
+        if not isinstance(sub, dict) or not isinstance(sub.get("path"), str):
+            raise ValueError(f"submission {number} is not an object with a path")
+        letters, cases = sub.get("verdicts"), sub.get("cases", [])
+        if isinstance(letters, str):
+            if not set(letters) <= set(VERDICT_OF):
+                raise ValueError(f"submission {number} has unknown verdict letters")
+        elif not isinstance(cases, list) or not all(
+            isinstance(c, dict) and isinstance(c.get("index"), int)
+            and isinstance(c.get("verdict"), str) for c in cases
+        ):  # fmt: skip
+            raise ValueError(f"submission {number} has cases of another shape")
+
+
 def _key(submission: dict[str, Any]) -> str:
     return str(submission.get("path"))
 

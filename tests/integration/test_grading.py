@@ -366,3 +366,20 @@ def test_a_worker_killed_mid_grading_gives_the_identical_report(
     _, err = grade.communicate(timeout=240)
     assert grade.returncode == 1, err
     assert _same_but_sources(tmp_path / "clean.json", tmp_path / "faulted.json")
+
+
+@pytest.mark.parametrize(
+    ("doc", "words"),
+    [
+        ('{"version": 2, "submissions": [1]}', "submission 1 is not an object with a path"),
+        ('{"version": 1, "submissions": [{"path": "a", "cases": [1]}]}', "cases of another"),
+        ('{"version": 2, "submissions": {"a": 1}}', "it has no list of submissions"),
+        ('{"version": 2, "submissions": [{"path": "a", "verdicts": "AZ"}]}', "unknown verdict"),
+    ],
+)
+def test_diff_of_a_malformed_report_is_one_line(tmp_path: Path, doc: str, words: str) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text(doc)
+    result = gamebatch("diff", str(bad), str(bad))
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert f"{bad} is not a grading report: {words}" in result.stderr
