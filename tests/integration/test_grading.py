@@ -372,11 +372,13 @@ def test_a_worker_killed_mid_grading_gives_the_identical_report(
     ("doc", "words"),
     [
         ('{"version": 2, "submissions": [1]}', "submission 1 is not an object with a path"),
-        ('{"version": 1, "submissions": [{"path": "a", "cases": [1]}]}', "cases of another"),
+        ('{"version": 1, "submissions": [{"path": "a", "cases": [1]}]}',
+         "submission 1 has cases of another"),
         ('{"version": 2, "submissions": {"a": 1}}', "it has no list of submissions"),
-        ('{"version": 2, "submissions": [{"path": "a", "verdicts": "AZ"}]}', "unknown verdict"),
+        ('{"version": 2, "submissions": [{"path": "a", "verdicts": "AZ"}]}',
+         "submission 1 has unknown"),
     ],
-)
+)  # fmt: skip
 def test_diff_of_a_malformed_report_is_one_line(tmp_path: Path, doc: str, words: str) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text(doc)
