@@ -27,7 +27,15 @@ from pipeline.jobstate import FINISHED, is_job_id
 from pipeline.registry import registry
 from pipeline.server import gradings, metrics, openapi
 from pipeline.server.auth import Caller, TokenBackend
-from pipeline.server.context import ApiError, Service, job_id_of, job_view, needs, record_of
+from pipeline.server.context import (
+    ApiError,
+    Service,
+    job_id_of,
+    job_view,
+    needs,
+    query,
+    record_of,
+)
 from pipeline.server.records import is_event_token, newest_event, read_events
 from pipeline.server.runners import deliver_batch
 from pipeline.server.spool import BodyStalled, SpoolFile, TooLarge
@@ -167,10 +175,11 @@ async def _show(service: Service, request: Request, caller: Caller) -> Response:
 
 def _paging(request: Request) -> tuple[int, float | None]:
     """A list's `limit` (1 to 500) and `cursor` (where the previous page ended), checked."""
-    limit = request.query_params.get("limit", "50")
+    params = query(request, ("limit", "cursor"))
+    limit = params.get("limit", "50")
     if not (limit.isascii() and limit.isdigit() and len(limit) <= 3 and 1 <= int(limit) <= 500):
         raise ApiError(400, "limit must be a whole number from 1 to 500")
-    cursor = request.query_params.get("cursor")
+    cursor = params.get("cursor")
     if not cursor:
         return int(limit), None
     try:

@@ -66,6 +66,18 @@ def needs(scope: str | None) -> Callable[[Handler], Callable[[Request], Awaitabl
     return wrap
 
 
+def query(request: Request, known: tuple[str, ...]) -> dict[str, str]:
+    """The query's parameters, each at most once and each one of `known` (400 otherwise)."""
+    found: dict[str, str] = {}
+    for name, value in request.query_params.multi_items():
+        if name not in known:
+            raise ApiError(400, f"unknown parameter {name[:40]!r} (known: {', '.join(known)})")
+        if name in found:
+            raise ApiError(400, f"the parameter {name!r} is given twice")
+        found[name] = value
+    return found
+
+
 def job_view(service: Service, record: dict[str, str]) -> dict[str, Any]:
     """A job as clients see it: its record, live counters while it runs, and links."""
     body = public(record)

@@ -20,7 +20,7 @@ from pipeline.producer import job_id_for
 from pipeline.registry import get_problem
 from pipeline.server import metrics
 from pipeline.server.auth import Caller
-from pipeline.server.context import ApiError, Service, job_view, needs, record_of
+from pipeline.server.context import ApiError, Service, job_view, needs, query, record_of
 from pipeline.server.runners import Upload
 from pipeline.server.spool import STALL_SECONDS, BadUpload, Received, TooLarge
 from pipeline.server.webhooks import CallbackRefused, check_callback
@@ -53,7 +53,7 @@ def _job_params(values: dict[str, str]) -> dict[str, str]:
 
 @needs("submit")
 async def upload(service: Service, request: Request, caller: Caller) -> Response:
-    params = _job_params(dict(request.query_params))
+    params = _job_params(query(request, JOB_PARAMS))
     if params.get("callback_url"):
         _check_callback(service, params["callback_url"])
     if await run_in_threadpool(service.records.pending_count) >= (

@@ -401,6 +401,9 @@ def test_an_idle_event_stream_stays_open_and_bad_parameters_are_400(served: Serv
         for limit in ("1e3", "nan", "9" * 5000):
             _error(http.get("/v1/jobs", params={"limit": limit}), 400)
         _error(http.get("/v1/gradings", params={"cursor": "nan"}), 400)
+        assert "unknown parameter 'before'" in _error(http.get("/v1/jobs?before=nan"), 400)
+        twice = http.put("/v1/jobs?problem=strgame&problem=pathgame", content=_text(1).encode())
+        assert "'problem' is given twice" in _error(twice, 400)
     _no_traceback(served)
 
 
