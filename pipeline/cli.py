@@ -52,27 +52,36 @@ def _command(sub: Any, name: str, help_: str, *, broker: str = "") -> argparse.A
 
 
 def _server_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--server", metavar="URL",
-                   help="a `gamebatch serve` to use over HTTP (or GAMEBATCH_SERVER)")  # fmt: skip
-    p.add_argument("--token-file", type=Path, metavar="FILE",
-                   help="the server's token (or GAMEBATCH_TOKEN)")  # fmt: skip
+    p.add_argument(
+        "--server", metavar="URL", help="a `gamebatch serve` to use over HTTP (or GAMEBATCH_SERVER)"
+    )
+    p.add_argument(
+        "--token-file", type=Path, metavar="FILE", help="the server's token (or GAMEBATCH_TOKEN)"
+    )
 
 
 def _lane_option(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "--lane", choices=("auto", "interactive", "bulk"), default="auto",
+        "--lane",
+        choices=("auto", "interactive", "bulk"),
+        default="auto",
         help="queue lane; auto: interactive for inputs up to interactive_max_bytes (1 MiB)",
-    )  # fmt: skip
+    )
 
 
 def _pipeline_commands(sub: Any) -> None:
     _solve_command(sub)
     _job_commands(sub)
+    _service_commands(sub)
 
 
 def _solve_command(sub: Any) -> None:
-    p = _command(sub, "solve", "solve input files and write one result file per input",
-                 broker="; default: an embedded Redis with local workers")  # fmt: skip
+    p = _command(
+        sub,
+        "solve",
+        "solve input files and write one result file per input",
+        broker="; default: an embedded Redis with local workers",
+    )
     p.add_argument("-p", "--problem", required=True, help=PROBLEMS_HELP)
     p.add_argument("inputs", nargs="+", metavar="INPUT", type=Path)
     out = p.add_mutually_exclusive_group()
@@ -80,17 +89,19 @@ def _solve_command(sub: Any) -> None:
     out.add_argument("--out-dir", type=Path, help="folder for DIR/<input name>.out")
     p.add_argument("--workers", type=int, help="local worker processes (default: CPUs)")
     p.add_argument(
-        "--producers", type=int,
+        "--producers",
+        type=int,
         help="input files read at once, each in a process (default: for inputs of 32 MiB or"
         " more, one per CPU not taken by local workers)",
-    )  # fmt: skip
+    )
     _lane_option(p)
     _server_options(p)
     p.add_argument("-q", "--quiet", action="store_true", help="no progress display")
     p.add_argument(
-        "--keep-going", action="store_true",
+        "--keep-going",
+        action="store_true",
         help="solve the valid cases of a bad file; INVALID marks the others (errors in OUT.errors)",
-    )  # fmt: skip
+    )
 
 
 def _job_commands(sub: Any) -> None:
@@ -120,55 +131,97 @@ def _job_commands(sub: Any) -> None:
     p.add_argument("job", metavar="JOB")
     _server_options(p)
 
-    p = _command(sub, "serve", "run the HTTP service: uploads, results, events and webhooks",
-                 broker="; default: an embedded Redis with local workers")  # fmt: skip
+
+def _service_commands(sub: Any) -> None:
+    p = _command(
+        sub,
+        "serve",
+        "run the HTTP service: uploads, results, events and webhooks",
+        broker="; default: an embedded Redis with local workers",
+    )
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1)")
     p.add_argument("--port", type=int, default=8080, help="port (8080)")
     p.add_argument("--workers", type=int, help="local worker processes (default: CPUs)")
-    p.add_argument("--token-file", type=Path, metavar="FILE",
-                   help="a file holding one token with every scope (a quick start)")  # fmt: skip
+    p.add_argument(
+        "--token-file",
+        type=Path,
+        metavar="FILE",
+        help="a file holding one token with every scope (a quick start)",
+    )
 
     p = _command(sub, "worker", "run a Celery worker until SIGTERM or SIGINT", broker=" ")
     p.add_argument(
         "--concurrency", type=int, help="pool processes (or GAMEBATCH_CONCURRENCY; default: CPUs)"
     )
     p.add_argument("--loglevel", default="INFO")
-    p.add_argument("-E", "--events", action="store_true",
-                   help="send task events for monitoring (or GAMEBATCH_EVENTS=1)")  # fmt: skip
+    p.add_argument(
+        "-E",
+        "--events",
+        action="store_true",
+        help="send task events for monitoring (or GAMEBATCH_EVENTS=1)",
+    )
 
-    p = _command(sub, "config", "show the effective configuration (passwords masked)",
-                 broker=" ")  # fmt: skip
+    p = _command(sub, "config", "show the effective configuration (passwords masked)", broker=" ")
     p.add_argument("action", choices=("show",))
 
 
 def _grading_commands(sub: Any) -> None:
-    p = _command(sub, "grade", "grade output files case by case against the answers",
-                 broker="; default: the embedded Redis")  # fmt: skip
+    p = _command(
+        sub,
+        "grade",
+        "grade output files case by case against the answers",
+        broker="; default: the embedded Redis",
+    )
     p.add_argument("-p", "--problem", required=True, help=PROBLEMS_HELP)
-    p.add_argument("files", nargs="*", metavar="INPUT SUBMISSION", type=Path,
-                   help="an input file, then the output files to grade")  # fmt: skip
+    p.add_argument(
+        "files",
+        nargs="*",
+        metavar="INPUT SUBMISSION",
+        type=Path,
+        help="an input file, then the output files to grade",
+    )
     p.add_argument("--answers", type=Path, help="official answers of INPUT (default: solve it)")
     p.add_argument("--tests", type=Path, metavar="DIR", help="bulk: NAME.in and NAME.ans files")
-    p.add_argument("--submissions", type=Path, metavar="DIR",
-                   help="bulk: one folder of NAME.out files per contestant")  # fmt: skip
-    p.add_argument("--scoreboard", type=Path, metavar="FILE", help="write a .csv or .json")
-    p.add_argument("--scoring", metavar="FILE", help="YAML scoring groups (subtasks)")
-    p.add_argument("--json", type=Path, metavar="REPORT", help="write the JSON report")
-    p.add_argument("--report-version", type=int, choices=(1, 2), default=2,
-                   help="JSON report version: 2 (default) a verdict string per file and"
-                   " its first mismatches; 1 an object per case")  # fmt: skip
-    p.add_argument("--junit", type=Path, metavar="REPORT", help="write a JUnit XML report")
-    p.add_argument("--junit-cases", action="store_true",
-                   help="one JUnit testcase per case (default: one per file)")  # fmt: skip
+    p.add_argument(
+        "--submissions",
+        type=Path,
+        metavar="DIR",
+        help="bulk: one folder of NAME.out files per contestant",
+    )
+    _report_options(p)
     p.add_argument("--ignore-case", action="store_true", help="accept answers in any case")
-    p.add_argument("--keep-going", action="store_true",
-                   help="grade the other tests when one is invalid (exit status 2)")  # fmt: skip
+    p.add_argument(
+        "--keep-going",
+        action="store_true",
+        help="grade the other tests when one is invalid (exit status 2)",
+    )
     p.add_argument("-q", "--quiet", action="store_true", help="no progress display")
     _server_options(p)
 
     p = _command(sub, "diff", "list the cases whose verdict changed between two JSON reports")
     p.add_argument("old", type=Path, metavar="REPORT_A")
     p.add_argument("new", type=Path, metavar="REPORT_B")
+
+
+def _report_options(p: Any) -> None:
+    """What `grade` writes besides its summary."""
+    p.add_argument("--scoreboard", type=Path, metavar="FILE", help="write a .csv or .json")
+    p.add_argument("--scoring", metavar="FILE", help="YAML scoring groups (subtasks)")
+    p.add_argument("--json", type=Path, metavar="REPORT", help="write the JSON report")
+    p.add_argument(
+        "--report-version",
+        type=int,
+        choices=(1, 2),
+        default=2,
+        help="JSON report version: 2 (default) a verdict string per file and"
+        " its first mismatches; 1 an object per case",
+    )
+    p.add_argument("--junit", type=Path, metavar="REPORT", help="write a JUnit XML report")
+    p.add_argument(
+        "--junit-cases",
+        action="store_true",
+        help="one JUnit testcase per case (default: one per file)",
+    )
 
 
 def _toolkit_commands(sub: Any) -> None:
@@ -236,9 +289,14 @@ def _cmd_solve(args: argparse.Namespace) -> int:
     settings = _settings(args, need_broker=False)
     problem = get_problem(args.problem)
     return service.solve(
-        settings, problem, _solve_targets(args), _err, quiet=args.quiet,
-        keep_going=args.keep_going, lane=args.lane,
-    )  # fmt: skip
+        settings,
+        problem,
+        _solve_targets(args),
+        _err,
+        quiet=args.quiet,
+        keep_going=args.keep_going,
+        lane=args.lane,
+    )
 
 
 def _solve_targets(args: argparse.Namespace) -> list[Any]:
@@ -420,8 +478,10 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     if args.token_file is not None:
         from_file = token_from_file(args.token_file)
         if from_file.name in {token.name for token in tokens}:
-            raise UsageError(f"token file {args.token_file}: a configured token has its name "
-                             f"{from_file.name!r} (a token's name owns its jobs)")  # fmt: skip
+            raise UsageError(
+                f"token file {args.token_file}: a configured token has its name "
+                f"{from_file.name!r} (a token's name owns its jobs)"
+            )
         tokens = (*tokens, from_file)
     if not 1 <= args.port <= 65535:
         raise UsageError("--port must be from 1 to 65535")
@@ -438,9 +498,12 @@ def _cmd_worker(args: argparse.Namespace) -> int:
     JobStore.wait_for(settings.broker_url, _err)
     concurrency = args.concurrency or settings.concurrency or os.cpu_count() or 1
     return supervise_worker(
-        settings.broker_url, concurrency, loglevel=args.loglevel,
-        events=args.events or settings.events, config=args.config,
-    )  # fmt: skip
+        settings.broker_url,
+        concurrency,
+        loglevel=args.loglevel,
+        events=args.events or settings.events,
+        config=args.config,
+    )
 
 
 def _cmd_gen(args: argparse.Namespace) -> int:
@@ -518,8 +581,9 @@ def _cmd_grade(args: argparse.Namespace) -> int:
     problem = get_problem(args.problem)
     bulk = args.tests is not None or args.submissions is not None
     tests, subs, notes = _grade_layout(args, bulk)
-    outputs = grade_service.ReportFiles(args.json, args.junit, args.scoreboard,
-                                        args.report_version, args.junit_cases)  # fmt: skip
+    outputs = grade_service.ReportFiles(
+        args.json, args.junit, args.scoreboard, args.report_version, args.junit_cases
+    )
     graded = [t.input for t in tests] + [t.answers for t in tests if t.answers is not None]
     outputs.check(itertools.chain(graded, (s.path for s in subs if s.path is not None)))
     scoring = load_scoring(args.scoring) if args.scoring else Scoring()
@@ -536,9 +600,17 @@ def _cmd_grade(args: argparse.Namespace) -> int:
         outputs.write(run, grade_service.summary(sys.stdout, standings=bulk))
 
     run = grade_service.grade(
-        settings, problem, tests, subs, scoring=scoring, ignore_case=args.ignore_case,
-        quiet=args.quiet, solver=solver if url else None, keep_going=args.keep_going, use=report,
-    )  # fmt: skip
+        settings,
+        problem,
+        tests,
+        subs,
+        scoring=scoring,
+        ignore_case=args.ignore_case,
+        quiet=args.quiet,
+        solver=solver if url else None,
+        keep_going=args.keep_going,
+        use=report,
+    )
     return run.exit_status()
 
 
@@ -677,9 +749,11 @@ def _whole_writes_to_stdout() -> None:
     or raises."""
     if isinstance(getattr(sys.stdout, "buffer", None), io.RawIOBase):
         sys.stdout = io.TextIOWrapper(
-            io.BufferedWriter(sys.stdout.buffer), encoding=sys.stdout.encoding,
-            errors=sys.stdout.errors, line_buffering=True,
-        )  # fmt: skip
+            io.BufferedWriter(sys.stdout.buffer),
+            encoding=sys.stdout.encoding,
+            errors=sys.stdout.errors,
+            line_buffering=True,
+        )
 
 
 if __name__ == "__main__":  # runs here (`gamebatch`, or python -m pipeline.launch, may not)

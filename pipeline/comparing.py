@@ -182,10 +182,17 @@ class Packer:
 
 
 def produce(
-    store: Store, send: Send, job_id: str, outputs: Sequence[Output], *, problem: str,
-    ignore_case: bool, window: Window | None, on_cases: Callable[[int], None],
+    store: Store,
+    send: Send,
+    job_id: str,
+    outputs: Sequence[Output],
+    *,
+    problem: str,
+    ignore_case: bool,
+    window: Window | None,
+    on_cases: Callable[[int], None],
     on_file: Callable[[int], None] = lambda n: None,
-) -> tuple[int, int]:  # fmt: skip
+) -> tuple[int, int]:
     """Queue every chunk of a comparison job that has no verdicts yet; (chunks, cases).
     `on_file` hears how many files were read so far."""
     answered = store.answered(job_id)
@@ -235,10 +242,14 @@ def _read(stream: BufferedReader, packer: Packer, number: int, expected: str) ->
 def open_job(store: Store, job_id: str, problem: str, files: int, max_cases: int) -> bool:
     """Open (or find) a comparison job; whether every chunk of it is already compared."""
     fields: dict[str, str | int] = {
-        "problem": problem, "input": f"{files} output file" + "s" * (files != 1), "kind": "compare",
-        "target_work": 0, "max_cases": min(max_cases, CHUNK_CASES), "lane": "bulk",
+        "problem": problem,
+        "input": f"{files} output file" + "s" * (files != 1),
+        "kind": "compare",
+        "target_work": 0,
+        "max_cases": min(max_cases, CHUNK_CASES),
+        "lane": "bulk",
         "producer": this_process(),
-    }  # fmt: skip
+    }
     store.open_job(job_id, fields)
     progress = store.progress(job_id)
     return bool(
@@ -282,8 +293,12 @@ def segments_of(
     """A compared chunk's segments: file, letters, first mismatches, extra output."""
     at = 0
     for file, count, shown, extra in json.loads(details):
-        yield (int(file), codes[at : at + count], [(int(i), f) for i, f in shown],
-               (str(extra[0]), int(extra[1])) if extra else None)  # fmt: skip
+        yield (
+            int(file),
+            codes[at : at + count],
+            [(int(i), f) for i, f in shown],
+            (str(extra[0]), int(extra[1])) if extra else None,
+        )
         at += count
 
 
@@ -296,6 +311,7 @@ def add(verdicts: FileVerdicts, codes: str, shown: Shown, extra: tuple[str, int]
 
 def _checked(verdicts: FileVerdicts, output: Output, job_id: str) -> FileVerdicts:
     if verdicts.total != len(output.expected):
-        raise JobFailed(f"job {job_id} has {verdicts.total} verdicts of a file of"
-                        f" {len(output.expected)} cases")  # fmt: skip
+        raise JobFailed(
+            f"job {job_id} has {verdicts.total} verdicts of a file of {len(output.expected)} cases"
+        )
     return verdicts

@@ -104,8 +104,11 @@ class ServerSettings(Section):
     @field_validator("webhook_hosts", "webhook_private_networks", mode="before")
     @classmethod
     def _comma_list(cls, value: Any) -> Any:
-        return [part.strip() for part in value.split(",") if part.strip()] if isinstance(
-            value, str) else value  # fmt: skip
+        return (
+            [part.strip() for part in value.split(",") if part.strip()]
+            if isinstance(value, str)
+            else value
+        )
 
 
 class Settings(Section):
@@ -144,8 +147,9 @@ class Settings(Section):
     @classmethod
     def _known_broker(cls, url: str | None, info: ValidationInfo) -> str | None:
         if url and is_sentinel(url):  # one string that carries the sentinel settings along
-            return with_settings(url, info.data.get("sentinel_master"),
-                                 info.data.get("sentinel_password"))  # fmt: skip
+            return with_settings(
+                url, info.data.get("sentinel_master"), info.data.get("sentinel_password")
+            )
         if url:
             check_broker_url(url)
         return url or None

@@ -85,10 +85,18 @@ computed now (else cached), or the error line of a test whose input is invalid."
 
 
 def grade(
-    settings: Settings, problem: Problem, tests: list[Test], submissions: Sequence[Submission], *,
-    scoring: Scoring, ignore_case: bool, quiet: bool = False, solver: Solver | None = None,
-    keep_going: bool = False, use: Callable[[GradeRun], None] = lambda run: None,
-) -> GradeRun:  # fmt: skip
+    settings: Settings,
+    problem: Problem,
+    tests: list[Test],
+    submissions: Sequence[Submission],
+    *,
+    scoring: Scoring,
+    ignore_case: bool,
+    quiet: bool = False,
+    solver: Solver | None = None,
+    keep_going: bool = False,
+    use: Callable[[GradeRun], None] = lambda run: None,
+) -> GradeRun:
     """Verdicts of every submission against the answers of its test, compared by the workers
     (only files whose verdicts are not stored yet); `use` reads the run's verdicts (to write
     reports) while they can be read. With `keep_going`, a test whose input is invalid marks
@@ -146,9 +154,14 @@ def _cluster_solver(c: service.Cluster, problem: Problem, progress: ProgressBar)
     def solve(todo: list[Test]) -> list[Answers]:
         texts = {t.name: io.StringIO() for t in todo}
         outcomes = service.run_on(
-            c, problem, [service.FileJob(t.input, texts[t.name]) for t in todo],
-            lambda line: None, keep_going=False, lane="auto", progress=progress,
-        )  # fmt: skip
+            c,
+            problem,
+            [service.FileJob(t.input, texts[t.name]) for t in todo],
+            lambda line: None,
+            keep_going=False,
+            lane="auto",
+            progress=progress,
+        )
         found: list[Answers] = []
         for test, outcome in zip(todo, outcomes, strict=True):
             if outcome.job is None:
@@ -188,9 +201,11 @@ LOOKUP_FILES = 20_000  # files hashed and looked up in Redis at a time
 
 
 def _run(
-    contest: Contest, found: Found, store: VerdictStore,
+    contest: Contest,
+    found: Found,
+    store: VerdictStore,
     compare: Callable[[Sequence[comparing.Output]], Iterator[FileVerdicts]],
-) -> GradeRun:  # fmt: skip
+) -> GradeRun:
     """Each file's key and digest (32 bytes each, kept per file), then the verdicts of those
     not stored yet, compared in one job."""
     subs = contest.submissions
@@ -269,10 +284,16 @@ def _compare_on(
         window = Window(c.store, job_id, s, lambda p: c.check(), chunks=s.chunk.window)
         try:
             chunks, cases = comparing.produce(
-                c.store, send, job_id, todo, problem=problem.name, ignore_case=ignore_case,
-                window=window if s.chunk.window else None, on_cases=progress.add_total,
+                c.store,
+                send,
+                job_id,
+                todo,
+                problem=problem.name,
+                ignore_case=ignore_case,
+                window=window if s.chunk.window else None,
+                on_cases=progress.add_total,
                 on_file=lambda n: progress.set_files(n, len(todo)),
-            )  # fmt: skip
+            )
         except UsageError:
             c.store.delete(job_id)
             raise
@@ -353,8 +374,10 @@ class GradeRun:
         context = self._contexts(kinds)
         for batch in self._batches():
             graded = self._read(batch)
-            names = [self._bodies_key(i, sub.test, context)
-                     for i, (sub, _) in zip(batch, graded, strict=True)]  # fmt: skip
+            names = [
+                self._bodies_key(i, sub.test, context)
+                for i, (sub, _) in zip(batch, graded, strict=True)
+            ]
             found = iter(self.store.get_bodies([n for n in names if n]))
             made: list[tuple[str, Bodies]] = []
             for name, (sub, result) in zip(names, graded, strict=True):
@@ -367,9 +390,13 @@ class GradeRun:
         """Per test, a digest of what report bodies depend on besides the file's verdicts: the
         reports, the code that renders them, the test's name and input, the scoring."""
         common = f"{kinds}:{reports.rendering()}:{self.contest.scoring!r}"
-        return {test.name: hashlib.sha256(f"{common}:{test.name}:{comparing.digest_of(test.input)}"
-                                          .encode()).hexdigest()[:32]
-                for test in self.tests if test.name in self.found.expected}  # fmt: skip
+        return {
+            test.name: hashlib.sha256(
+                f"{common}:{test.name}:{comparing.digest_of(test.input)}".encode()
+            ).hexdigest()[:32]
+            for test in self.tests
+            if test.name in self.found.expected
+        }
 
     def _bodies_key(self, i: int, test: str, context: dict[str, str]) -> str | None:
         key = self.key(i)
@@ -418,8 +445,7 @@ class GradeRun:
         if test not in self._texts:
             path = next(t.input for t in self.tests if t.name == test)
             wanted = self.shown.get(test, set())
-            self._texts[test] = toolkit.case_texts(self.problem, path, wanted,
-                                                   reports.INPUT_CHARS)  # fmt: skip
+            self._texts[test] = toolkit.case_texts(self.problem, path, wanted, reports.INPUT_CHARS)
         return self._texts[test].get(index)
 
     @property
@@ -470,8 +496,12 @@ def _read_answers(problem: Problem, path: Path, cases: int) -> list[str]:
         if not word:
             continue
         if word not in problem.answers:
-            raise InputError(f"{word[:40]!r} is not one of {', '.join(problem.answers)}",
-                             file=str(path), line=number, case=len(words) + 1)  # fmt: skip
+            raise InputError(
+                f"{word[:40]!r} is not one of {', '.join(problem.answers)}",
+                file=str(path),
+                line=number,
+                case=len(words) + 1,
+            )
         words.append(word)
     if len(words) != cases:
         raise InputError(f"{len(words)} answers for the {cases} cases of its test", file=str(path))

@@ -62,9 +62,14 @@ def connect_async(url: str, name: str) -> Any:
     found = SentinelUrl.parse(url)
     kwargs = {"password": found.sentinel_password} if found.sentinel_password else {}
     sentinels = AsyncSentinel(list(found.hosts), sentinel_kwargs=kwargs)  # type: ignore[no-untyped-call]
-    return sentinels.master_for(found.master, db=found.db, username=found.username,
-                                password=found.password, client_name=name,
-                                connection_class=async_following_connection())  # fmt: skip
+    return sentinels.master_for(
+        found.master,
+        db=found.db,
+        username=found.username,
+        password=found.password,
+        client_name=name,
+        connection_class=async_following_connection(),
+    )
 
 
 def _master(url: str, options: dict[str, Any]) -> redis.Redis:
@@ -73,14 +78,22 @@ def _master(url: str, options: dict[str, Any]) -> redis.Redis:
     reconnect."""
     found = SentinelUrl.parse(url)
     sentinels = Sentinel(  # type: ignore[no-untyped-call]
-        list(found.hosts), socket_timeout=5, socket_connect_timeout=5,
+        list(found.hosts),
+        socket_timeout=5,
+        socket_connect_timeout=5,
         sentinel_kwargs={"password": found.sentinel_password, "socket_timeout": 5}
-        if found.sentinel_password else {"socket_timeout": 5},
-    )  # fmt: skip
+        if found.sentinel_password
+        else {"socket_timeout": 5},
+    )
     client: redis.Redis = sentinels.master_for(  # type: ignore[no-untyped-call]
-        found.master, redis_class=redis.Redis, db=found.db, username=found.username,
-        password=found.password, connection_class=FollowingConnection, **options,
-    )  # fmt: skip
+        found.master,
+        redis_class=redis.Redis,
+        db=found.db,
+        username=found.username,
+        password=found.password,
+        connection_class=FollowingConnection,
+        **options,
+    )
     return client
 
 
@@ -121,9 +134,12 @@ class JobStore:
 
     @classmethod
     def wait_for(
-        cls, url: str, report: Callable[[str], None], pause: float = 2.0,
+        cls,
+        url: str,
+        report: Callable[[str], None],
+        pause: float = 2.0,
         timeout: float | None = None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         """Return once the Redis at `url` answers (saying once that we wait), or raise its
         error after `timeout` seconds; a Redis that refuses our credentials is a
         configuration error, not worth waiting for."""
@@ -160,10 +176,12 @@ class JobStore:
     def open_job(self, job_id: str, fields: dict[str, str | int]) -> dict[str, str]:
         """Create the manifest unless it exists (atomically: a producer of the same input
         at the same moment gets the whole of it); return the manifest in force."""
-        pairs = [x for k, v in {**fields, "state": JobState.PRODUCING.value}.items()
-                 for x in (k, v)]  # fmt: skip
-        found = self._open(keys=[keys.job(job_id), keys.JOBS, keys.OPEN_JOBS],
-                           args=[job_id, time.time(), *pairs])  # fmt: skip
+        pairs = [
+            x for k, v in {**fields, "state": JobState.PRODUCING.value}.items() for x in (k, v)
+        ]
+        found = self._open(
+            keys=[keys.job(job_id), keys.JOBS, keys.OPEN_JOBS], args=[job_id, time.time(), *pairs]
+        )
         if isinstance(found, dict):  # RESP3 replies a map
             return _decode(found)
         return {found[i].decode(): found[i + 1].decode() for i in range(0, len(found), 2)}
@@ -182,10 +200,15 @@ class JobStore:
         replica acknowledged it and the primary in force does not have it (a failover lost
         the end of the production: read the input again)."""
         args: list[str | int] = [chunks, total, JobState.RUNNING, JobState.CANCELLED, token]
-        keys_ = [keys.job(job_id), keys.producer(job_id), keys.invalid(job_id),
-                 keys.invalid(job_id, token)]  # fmt: skip
-        found = {1: JobState.RUNNING, 2: JobState.CANCELLED}.get(int(self._finish(
-            keys=keys_, args=args)))  # fmt: skip
+        keys_ = [
+            keys.job(job_id),
+            keys.producer(job_id),
+            keys.invalid(job_id),
+            keys.invalid(job_id, token),
+        ]
+        found = {1: JobState.RUNNING, 2: JobState.CANCELLED}.get(
+            int(self._finish(keys=keys_, args=args))
+        )
         if found == JobState.RUNNING and self.replicated and not self._wait_for_a_replica():
             # no replica has it: a failover in between loses it (and maybe chunks before it)
             state = self.client.hget(keys.job(job_id), "state")
@@ -218,8 +241,13 @@ class JobStore:
         """Give the job up as its producer: a job whose chunk plan is not final is removed
         with all it holds; one that another run produced keeps its answers."""
         self.client.delete(keys.invalid(job_id, token))
-        keys_ = [keys.producer(job_id), keys.job(job_id), keys.JOBS, keys.OPEN_JOBS,
-                 *keys.per_chunk(job_id)]  # fmt: skip
+        keys_ = [
+            keys.producer(job_id),
+            keys.job(job_id),
+            keys.JOBS,
+            keys.OPEN_JOBS,
+            *keys.per_chunk(job_id),
+        ]
         if int(self._abandon(keys=keys_, args=[token, job_id])) == 1:
             self._delete_chunks(job_id)
 
@@ -310,8 +338,14 @@ class JobStore:
         if not token:
             self.client.set(keys.chunk_input(job_id, index), payload)
             return Put.STORED
-        keys_ = [keys.job(job_id), keys.chunk_input(job_id, index), keys.sums(job_id),
-                 keys.answers(job_id), keys.producer(job_id), keys.errors(job_id)]  # fmt: skip
+        keys_ = [
+            keys.job(job_id),
+            keys.chunk_input(job_id, index),
+            keys.sums(job_id),
+            keys.answers(job_id),
+            keys.producer(job_id),
+            keys.errors(job_id),
+        ]
         return Put(int(self._put(keys=keys_, args=[index, payload, digest, token])))
 
     def chunk_payload(self, job_id: str, index: int) -> bytes | None:
@@ -321,9 +355,14 @@ class JobStore:
 
     def begin_chunk(self, job_id: str, index: int, holder: str, lease: int) -> Began:
         """Take the chunk's payload, count a run of it and take its lease, at once."""
-        keys_ = [keys.job(job_id), keys.job_field(job_id, "attempts"), keys.lease(job_id, index),
-                 keys.chunk_input(job_id, index), keys.answers(job_id),
-                 keys.sums(job_id)]  # fmt: skip
+        keys_ = [
+            keys.job(job_id),
+            keys.job_field(job_id, "attempts"),
+            keys.lease(job_id, index),
+            keys.chunk_input(job_id, index),
+            keys.answers(job_id),
+            keys.sums(job_id),
+        ]
         found = self._begin(keys=keys_, args=[index, holder, lease])
         if len(found) == 1:
             return Began(int(found[0]))

@@ -100,8 +100,11 @@ def _kinds(folder: Path, names: list[str]) -> list[int | None]:
             else:
                 entry = found[name]  # its type comes with the listing; others are rare
                 regular = entry.is_file(follow_symlinks=False)
-                kinds.append(stat.S_IFREG if regular else
-                             stat.S_IFMT(entry.stat(follow_symlinks=False).st_mode))  # fmt: skip
+                kinds.append(
+                    stat.S_IFREG
+                    if regular
+                    else stat.S_IFMT(entry.stat(follow_symlinks=False).st_mode)
+                )
         except OSError:
             kinds.append(None)
     return kinds

@@ -283,8 +283,12 @@ class MemoryStore:
             return []
         found = []
         for index, runs in job.attempts.items():
-            if (index not in job.answers and index not in job.leases
-                    and index in job.payloads and job.requeued.get(index) != runs):  # fmt: skip
+            if (
+                index not in job.answers
+                and index not in job.leases
+                and index in job.payloads
+                and job.requeued.get(index) != runs
+            ):
                 job.requeued[index] = runs
                 found.append(index)
         return found

@@ -108,8 +108,13 @@ class SlicePayload:
 
     def header(self) -> bytes:
         """The header line, newline included: the payload is the header and the data."""
-        doc = {"format": FORMAT, "kind": "slice", "problem": self.problem, "first": self.first,
-               "count": self.count}  # fmt: skip
+        doc = {
+            "format": FORMAT,
+            "kind": "slice",
+            "problem": self.problem,
+            "first": self.first,
+            "count": self.count,
+        }
         return json.dumps(doc, separators=(",", ":")).encode() + b"\n"
 
     def encode(self) -> bytes:
@@ -136,9 +141,17 @@ class FilePayload:
 
     def encode(self) -> bytes:
         """Compact JSON."""
-        doc = {"format": FORMAT, "kind": "file", "problem": self.problem, "first": self.first,
-               "count": self.count, "path": self.path, "offset": self.offset,
-               "length": self.length, "digest": self.digest}  # fmt: skip
+        doc = {
+            "format": FORMAT,
+            "kind": "file",
+            "problem": self.problem,
+            "first": self.first,
+            "count": self.count,
+            "path": self.path,
+            "offset": self.offset,
+            "length": self.length,
+            "digest": self.digest,
+        }
         return json.dumps(doc, separators=(",", ":")).encode()
 
     def read(self) -> SlicePayload:
@@ -152,8 +165,9 @@ class FilePayload:
         finally:
             os.close(fd)
         if len(data) != self.length or digest_of(data) != self.digest:
-            raise BadPayload(f"the input {self.path} changed after it was queued: run the"
-                             " command again")  # fmt: skip
+            raise BadPayload(
+                f"the input {self.path} changed after it was queued: run the command again"
+            )
         return SlicePayload(self.problem, self.first, self.count, data)
 
 
@@ -181,11 +195,19 @@ class ComparePayload:
     def encode(self) -> bytes:
         """Compact JSON; a segment's lines travel as one string (they hold no newline), a whole
         file's bytes as latin-1 text (one character per byte)."""
-        segments = [[s.file, s.first, s.expected, "\n".join(s.lines), s.extra]
-                    if s.data is None else [s.file, s.first, s.expected, s.data.decode("latin-1")]
-                    for s in self.segments]  # fmt: skip
-        doc = {"format": FORMAT, "kind": "compare", "problem": self.problem,
-               "ignore_case": self.ignore_case, "segments": segments}  # fmt: skip
+        segments = [
+            [s.file, s.first, s.expected, "\n".join(s.lines), s.extra]
+            if s.data is None
+            else [s.file, s.first, s.expected, s.data.decode("latin-1")]
+            for s in self.segments
+        ]
+        doc = {
+            "format": FORMAT,
+            "kind": "compare",
+            "problem": self.problem,
+            "ignore_case": self.ignore_case,
+            "segments": segments,
+        }
         return json.dumps(doc, separators=(",", ":")).encode()
 
 
@@ -207,8 +229,9 @@ def decode_payload(data: bytes) -> Payload:
             count = int(doc["count"])
             if count < 0:
                 raise ValueError("a negative count of cases")
-            return SlicePayload(str(doc["problem"]), int(doc["first"]), count,
-                                memoryview(data)[newline + 1 :])  # fmt: skip
+            return SlicePayload(
+                str(doc["problem"]), int(doc["first"]), count, memoryview(data)[newline + 1 :]
+            )
         payload = ChunkPayload(str(doc["problem"]), int(doc["first"]), list(doc["cases"]))
     except (ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:
         raise BadPayload(f"malformed chunk payload: {exc}") from None

@@ -103,14 +103,10 @@ def submit(
     A job is named by the SHA-256 of its input, hashed again as it is read: its answers are
     never of other bytes. One producer at a time reads a job's input (another waits, or takes
     over from a dead one); answered chunks are reused only for the very same bytes.
-
-    With `window` > 0, waits while that many chunks of this run are unanswered, so that
-    Redis holds a bounded part of a large input. On bad input the job is removed and the
-    InputError propagates, unless `keep_going`: then invalid cases are recorded and answered
-    with a marker. A `source` gives the digest and the bytes of an input that is not (yet)
-    a whole file: an upload still arriving. Error messages call the file `name` (default:
-    its path). With `file_payloads`, chunks name their place in a regular (or `spooled`,
-    only ever appended to) input file instead of carrying its bytes.
+    `window` > 0 bounds the chunks of this run in flight. Bad input removes the job and raises
+    InputError, unless `keep_going` (invalid cases are recorded). A `source` is an input not
+    yet whole (an upload); messages call the file `name`. With `file_payloads`, chunks name
+    their place in a regular (or `spooled`: only appended to) file instead of its bytes.
     """
     digest = source.digest if source is not None else checksum(path)
     job_id = job_id_for(problem, digest, keep_going)
@@ -120,18 +116,43 @@ def submit(
     if isinstance(claimed, JobCounters):
         on_cases(claimed.total or 0)
         return Submitted(job_id, path, claimed.total or 0, claimed.chunks or 0, 0, keep_going)
-    run = _Production(problem, store, send, job_id, token, keep_going=keep_going,
-                      on_cases=on_cases)  # fmt: skip
+    run = _Production(problem, store, send, job_id, token, keep_going=keep_going, on_cases=on_cases)
     if window:
         run.window = Window(store, job_id, settings, on_progress, chunks=window)
-    opener = source.open if source is not None else lambda _: path.open("rb")
-    verified = bool(getattr(source, "verified", False))
     with _Renewal(store, job_id, token, CLAIM_SECONDS), _Owned(store, run, path):
-        run.read(path, digest, settings, int(claimed["target_work"]), int(claimed["max_cases"]),
-                 opener=opener, name=name or str(path), spooled=spooled,
-                 verified=verified)  # fmt: skip
+        _read_all(
+            run,
+            path,
+            digest=digest,
+            settings=settings,
+            manifest=claimed,
+            source=source,
+            name=name or str(path),
+            spooled=spooled,
+        )
         _finish_production(store, job_id, run)
     return Submitted(job_id, path, run.total, run.chunks, run.queued, keep_going)
+
+
+def _read_all(
+    run: _Production,
+    path: Path,
+    *,
+    digest: str,
+    settings: Settings,
+    manifest: dict[str, str],
+    source: Source | None,
+    name: str,
+    spooled: bool,
+) -> None:
+    """The production's whole reading of its input, with the chunk sizes of its manifest."""
+    opener = source.open if source is not None else lambda _: path.open("rb")
+    verified = bool(getattr(source, "verified", False))
+    target_work, max_cases = int(manifest["target_work"]), int(manifest["max_cases"])
+    cut = (target_work, max_cases)
+    run.read(
+        path, digest, settings, *cut, opener=opener, name=name, spooled=spooled, verified=verified
+    )
 
 
 class _Owned:
@@ -144,8 +165,9 @@ class _Owned:
     def __enter__(self) -> _Owned:
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
-                 tb: object) -> None:  # fmt: skip
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: object
+    ) -> None:
         job_id, token = self.run.job_id, self.run.token
         try:
             if isinstance(exc, (UsageError, InputError, OSError)):
@@ -157,9 +179,14 @@ class _Owned:
 
 
 def _claim(
-    store: Store, job_id: str, fields: dict[str, str | int], token: str, settings: Settings,
-    *, on_progress: Callable[[JobCounters], None],
-) -> dict[str, str] | JobCounters:  # fmt: skip
+    store: Store,
+    job_id: str,
+    fields: dict[str, str | int],
+    token: str,
+    settings: Settings,
+    *,
+    on_progress: Callable[[JobCounters], None],
+) -> dict[str, str] | JobCounters:
     """Become the job's producer: its manifest in force. While another process produces it,
     wait (it renews its claim while it lives); a job that has every answer already needs no
     producer (its counters); a cancelled job is started afresh."""
@@ -269,9 +296,16 @@ class _Production:
     """One run of the producer over an input: chunks queued, and the invalid cases."""
 
     def __init__(
-        self, problem: Problem, store: Store, send: Send, job_id: str, token: str, *,
-        keep_going: bool, on_cases: Callable[[int], None],
-    ) -> None:  # fmt: skip
+        self,
+        problem: Problem,
+        store: Store,
+        send: Send,
+        job_id: str,
+        token: str,
+        *,
+        keep_going: bool,
+        on_cases: Callable[[int], None],
+    ) -> None:
         self.problem, self.store, self.send, self.job_id = problem, store, send, job_id
         self.token, self.keep_going, self.on_cases = token, keep_going, on_cases
         self.window: Window | None = None
@@ -284,10 +318,18 @@ class _Production:
         self.name = job_id  # the input as messages call it (set by read)
 
     def read(
-        self, path: Path, digest: str, settings: Settings, target_work: int, max_cases: int,
-        *, opener: Callable[[str], BinaryIO], name: str, spooled: bool = False,
+        self,
+        path: Path,
+        digest: str,
+        settings: Settings,
+        target_work: int,
+        max_cases: int,
+        *,
+        opener: Callable[[str], BinaryIO],
+        name: str,
+        spooled: bool = False,
         verified: bool = False,
-    ) -> None:  # fmt: skip
+    ) -> None:
         """Read, validate, chunk and queue the whole input, hashing what is read: it must be
         the bytes the job is named by. The game's C scanner reads it when it has one; what it
         defers to is read again by the Python reader, which queues only the chunks after
@@ -313,8 +355,9 @@ class _Production:
                 seen = stream if isinstance(stream, _HashingReader) else None
         with opener("rb") as raw:
             stream = _checked(raw, verified, name, seen)
-            tokens = TokenReader(stream, name, max_token=limits.max_token_bytes,
-                                 max_bytes=limits.max_file_bytes)  # fmt: skip
+            tokens = TokenReader(
+                stream, name, max_token=limits.max_token_bytes, max_bytes=limits.max_file_bytes
+            )
             on_invalid = (lambda e: self.invalid.append(str(e))) if self.keep_going else None
             batches = read_batches(self.problem, tokens, on_invalid=on_invalid)
             for chunk in chunk_cases(batches, self.problem.work, target_work, max_cases):
@@ -339,8 +382,15 @@ class _Production:
         if self.file is None:
             payload = SlicePayload(self.problem.name, piece.first, piece.count, data).encode
         else:
-            payload = FilePayload(self.problem.name, piece.first, piece.count, self.file,
-                                  piece.offset, len(data), digest).encode  # fmt: skip
+            payload = FilePayload(
+                self.problem.name,
+                piece.first,
+                piece.count,
+                self.file,
+                piece.offset,
+                len(data),
+                digest,
+            ).encode
         self._put(piece.index, piece.count, f"{digest}:{place}", payload)
 
     def _put(self, index: int, cases: int, digest: str, payload: Callable[[], bytes]) -> None:
@@ -365,8 +415,9 @@ class _Production:
         progress = self.store.progress(self.job_id)
         if progress is not None and progress.state == JobState.CANCELLED:
             raise JobCancelled(f"job {self.job_id} was cancelled")
-        raise JobLost(f"Redis lost job {self.job_id} while it was produced (or another"
-                      " producer took it over)")  # fmt: skip
+        raise JobLost(
+            f"Redis lost job {self.job_id} while it was produced (or another producer took it over)"
+        )
 
 
 def _regular(path: Path) -> bool:

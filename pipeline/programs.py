@@ -35,10 +35,13 @@ def program_solver(problem: Problem, command: str) -> Solver:
         write_input(problem, cases, text)
         try:
             done = subprocess.run(
-                argv, input=text.getvalue().encode(), capture_output=True,
-                timeout=PROGRAM_TIMEOUT, check=False,
+                argv,
+                input=text.getvalue().encode(),
+                capture_output=True,
+                timeout=PROGRAM_TIMEOUT,
+                check=False,
                 preexec_fn=before_exec(signal.SIGKILL),  # the program dies with `stress`
-            )  # fmt: skip
+            )
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise UsageError(f"cannot run {command!r}: {exc}") from None
         lines = [line.strip() for line in done.stdout.decode(errors="replace").splitlines()]

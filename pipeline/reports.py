@@ -141,8 +141,10 @@ class TextSummary(Report):
                 extra = escape.terminal(case.found or "")
                 lines.append(f"  EXTRA output after case {case.index - 1}: {extra}\n")
                 continue
-            lines.append(f"  case {case.index}: {case.verdict.value}, expected"
-                         f" {case.expected!r}, found {_found(case)}\n")  # fmt: skip
+            lines.append(
+                f"  case {case.index}: {case.verdict.value}, expected"
+                f" {case.expected!r}, found {_found(case)}\n"
+            )
             text = self.run.case_text(sub.test, case.index)
             if text:
                 lines.append(f"    input: {escape.terminal(text)}\n")
@@ -185,13 +187,19 @@ class JsonReport(Report):
 
     def begin(self) -> None:
         run = self.run
-        answers = [{"test": name, "source": _SOURCES[fresh]}
-                   for name, fresh in sorted(run.found.solved.items())]  # fmt: skip
-        head: dict[str, Any] = {"version": self.version, "problem": run.problem.name,
-                                "answers": answers}  # fmt: skip
+        answers = [
+            {"test": name, "source": _SOURCES[fresh]}
+            for name, fresh in sorted(run.found.solved.items())
+        ]
+        head: dict[str, Any] = {
+            "version": self.version,
+            "problem": run.problem.name,
+            "answers": answers,
+        }
         if run.found.broken:
-            head["invalid_tests"] = [{"test": t, "error": e}
-                                     for t, e in sorted(run.found.broken.items())]  # fmt: skip
+            head["invalid_tests"] = [
+                {"test": t, "error": e} for t, e in sorted(run.found.broken.items())
+            ]
         self.out.write(json.dumps(head, indent=1)[:-2] + ',\n "submissions": [')
 
     def file(self, sub: Submission, result: FileVerdicts | None, shown: list[CaseResult]) -> None:
@@ -231,8 +239,13 @@ def _file_fields(run: GradeRun, sub: Submission, result: FileVerdicts | None) ->
     if result is None:
         return {**doc, "error": f"not graded: {run.found.broken[sub.test]}"}
     score, maximum = run.score(sub, result)
-    return {**doc, "accepted": result.accepted, "total": result.total, "score": score,
-            "max_score": maximum}  # fmt: skip
+    return {
+        **doc,
+        "accepted": result.accepted,
+        "total": result.total,
+        "score": score,
+        "max_score": maximum,
+    }
 
 
 def _submission_v2(
@@ -240,8 +253,12 @@ def _submission_v2(
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """A v2 entry's fields after the file's place: those before its letters, those after."""
     score, maximum = run.score(sub, result)
-    head = {"accepted": result.accepted, "total": result.total, "score": score,
-            "max_score": maximum}  # fmt: skip
+    head = {
+        "accepted": result.accepted,
+        "total": result.total,
+        "score": score,
+        "max_score": maximum,
+    }
     shown = []
     for case in mismatches:
         item = case.as_dict()
@@ -339,8 +356,10 @@ def _case_message(case: CaseResult) -> str:
 def _junit_cases(
     out: TextIO, run: GradeRun, sub: Submission, result: FileVerdicts, classname: str
 ) -> None:
-    out.write(f"  <testsuite name={_attr(sub.label)} tests=\"{result.total + bool(result.extra)}\""
-              f' failures="{result.wrong}" errors="0" skipped="0">\n')  # fmt: skip
+    out.write(
+        f'  <testsuite name={_attr(sub.label)} tests="{result.total + bool(result.extra)}"'
+        f' failures="{result.wrong}" errors="0" skipped="0">\n'
+    )
     expected = run.found.expected[sub.test]
     for case in result.case_results(expected, run.problem.answers):
         name = "extra output" if case.verdict == Verdict.EXTRA else f"case {case.index}"
@@ -349,8 +368,7 @@ def _junit_cases(
             out.write("/>\n")
             continue
         message = f"{case.verdict.value}: expected {case.expected!r}, found {_found(case)}"
-        out.write(f"><failure message={_attr(message)} type=\"{case.verdict.value}\"/>"
-                  "</testcase>\n")  # fmt: skip
+        out.write(f'><failure message={_attr(message)} type="{case.verdict.value}"/></testcase>\n')
     out.write("  </testsuite>\n")
 
 
@@ -367,8 +385,16 @@ def scoreboard_csv(standings: list[Standing], tests: list[str]) -> str:
     writer.writerow(["rank", "contestant", *header, "accepted", "score", "max_score"])
     for rank, s in enumerate(standings, 1):
         per_test = [s.accepted.get(test, 0) for test in tests]
-        writer.writerow([rank, escape.csv_cell(s.contestant), *per_test, s.total_accepted,
-                         f"{s.score:g}", f"{s.max_score:g}"])  # fmt: skip
+        writer.writerow(
+            [
+                rank,
+                escape.csv_cell(s.contestant),
+                *per_test,
+                s.total_accepted,
+                f"{s.score:g}",
+                f"{s.max_score:g}",
+            ]
+        )
     return buffer.getvalue()
 
 
@@ -422,9 +448,11 @@ def check_report(doc: Any) -> None:
             if not set(letters) <= set(VERDICT_OF):
                 raise ValueError(f"submission {number} has unknown verdict letters")
         elif not isinstance(cases, list) or not all(
-            isinstance(c, dict) and isinstance(c.get("index"), int)
-            and isinstance(c.get("verdict"), str) for c in cases
-        ):  # fmt: skip
+            isinstance(c, dict)
+            and isinstance(c.get("index"), int)
+            and isinstance(c.get("verdict"), str)
+            for c in cases
+        ):
             raise ValueError(f"submission {number} has cases of another shape")
 
 

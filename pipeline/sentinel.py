@@ -61,16 +61,23 @@ class SentinelUrl:
         master = options.get("master_name", "")
         if not master:
             raise ValueError("a sentinel URL needs the master's name (setting sentinel_master)")
-        return cls(tuple(hosts), master, db, username, password or None,
-                   options.get("sentinel_password") or None)  # fmt: skip
+        return cls(
+            tuple(hosts),
+            master,
+            db,
+            username,
+            password or None,
+            options.get("sentinel_password") or None,
+        )
 
     def url(self) -> str:
         """The URL again, in its one canonical form."""
         auth = ""
         if self.password is not None or self.username:
             auth = f"{quote(self.username or '', safe='')}:{quote(self.password or '', safe='')}@"
-        entries = [f"{SCHEME}://{auth if n == 0 else ''}{h}:{p}"
-                   for n, (h, p) in enumerate(self.hosts)]  # fmt: skip
+        entries = [
+            f"{SCHEME}://{auth if n == 0 else ''}{h}:{p}" for n, (h, p) in enumerate(self.hosts)
+        ]
         query = {"master_name": self.master}
         if self.sentinel_password:
             query["sentinel_password"] = self.sentinel_password
@@ -93,9 +100,14 @@ class SentinelUrl:
 
     def masked(self) -> str:
         """The URL with every password replaced, safe to print."""
-        hidden = SentinelUrl(self.hosts, self.master, self.db, self.username,
-                             "***" if self.password else None,
-                             "***" if self.sentinel_password else None)  # fmt: skip
+        hidden = SentinelUrl(
+            self.hosts,
+            self.master,
+            self.db,
+            self.username,
+            "***" if self.password else None,
+            "***" if self.sentinel_password else None,
+        )
         return hidden.url().replace("%2A%2A%2A", "***")
 
 

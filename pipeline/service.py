@@ -58,8 +58,12 @@ class Cluster:
         the same runner and records): small jobs need no worker to start."""
         from workers.runner import Policy, run_chunk
 
-        policy = Policy(this_process(), self.settings.lease_seconds, self.settings.max_attempts,
-                        bool(self.settings.file_payloads))  # fmt: skip
+        policy = Policy(
+            this_process(),
+            self.settings.lease_seconds,
+            self.settings.max_attempts,
+            bool(self.settings.file_payloads),
+        )
 
         def run(job_id: str, index: int) -> None:
             run_chunk(self.store, job_id, index, policy)
@@ -69,8 +73,12 @@ class Cluster:
     def sharing(self) -> Sharing:
         """This command's share of the chunks it queues for its local workers."""
         queues = [lane_queue(self.settings, lane) for lane in LANES]
-        return Sharing(self.queue, self.run_here(), self.queued_messages,
-                       lambda ids: self.store.take_message(queues, ids))  # fmt: skip
+        return Sharing(
+            self.queue,
+            self.run_here(),
+            self.queued_messages,
+            lambda ids: self.store.take_message(queues, ids),
+        )
 
     def queued_messages(self) -> int:
         """Messages waiting in every lane."""
@@ -167,8 +175,9 @@ def solve(
 ) -> int:
     """Solve every file; bad files are reported and skipped. The exit status."""
     status = 0
-    for outcome in run(settings, problem, files, report, quiet=quiet, keep_going=keep_going,
-                       lane=lane):  # fmt: skip
+    for outcome in run(
+        settings, problem, files, report, quiet=quiet, keep_going=keep_going, lane=lane
+    ):
         if outcome.invalid:
             output = outcome.item.output
             where = (
@@ -198,16 +207,23 @@ def run(
     and skipped. `progress` replaces the terminal's progress display."""
     progress = progress or ProgressBar(label, enabled=not quiet)
     with cluster(settings) as c:
-        outcomes = run_on(c, problem, files, report, keep_going=keep_going, lane=lane,
-                          progress=progress)  # fmt: skip
+        outcomes = run_on(
+            c, problem, files, report, keep_going=keep_going, lane=lane, progress=progress
+        )
     progress.close()
     return outcomes
 
 
 def run_on(
-    c: Cluster, problem: Problem, files: list[FileJob], report: Callable[[str], None], *,
-    keep_going: bool, lane: str, progress: ProgressBar,
-) -> list[FileOutcome]:  # fmt: skip
+    c: Cluster,
+    problem: Problem,
+    files: list[FileJob],
+    report: Callable[[str], None],
+    *,
+    keep_going: bool,
+    lane: str,
+    progress: ProgressBar,
+) -> list[FileOutcome]:
     """`run` on a cluster that is already there (a grading's)."""
     steps = _SolveRun(c, problem, progress, report, keep_going, lane)
     outcomes, queued = [], []
@@ -246,14 +262,22 @@ class _SolveRun:
             return [self._queue_or_error(item) for item in files]
         c.ensure()  # producer processes queue chunks themselves
         tasks = [
-            producers.FileTask(c.settings, self.problem.name, item.input, self.keep_going,
-                               producer.choose_lane(item.input, c.settings, self.lane))
+            producers.FileTask(
+                c.settings,
+                self.problem.name,
+                item.input,
+                self.keep_going,
+                producer.choose_lane(item.input, c.settings, self.lane),
+            )
             for item in files
-        ]  # fmt: skip
+        ]
         return producers.produce_in_parallel(
-            tasks, count, on_cases=self.progress.add_total, on_wait=c.check,
+            tasks,
+            count,
+            on_cases=self.progress.add_total,
+            on_wait=c.check,
             poll=c.settings.poll_interval,
-        )  # fmt: skip
+        )
 
     def _queue_or_error(self, item: FileJob) -> producer.Submitted | str:
         try:
@@ -276,12 +300,20 @@ class _SolveRun:
 
         def submit() -> producer.Submitted:
             return producer.submit(
-                self.problem, item.input, c.store, send, c.settings,
-                window=c.settings.chunk.window, keep_going=self.keep_going,
+                self.problem,
+                item.input,
+                c.store,
+                send,
+                c.settings,
+                window=c.settings.chunk.window,
+                keep_going=self.keep_going,
                 lane=producer.choose_lane(item.input, c.settings, self.lane),
-                on_cases=self.progress.add_total, on_progress=on_progress, source=item.source,
-                name=item.name, spooled=item.spooled,
-            )  # fmt: skip
+                on_cases=self.progress.add_total,
+                on_progress=on_progress,
+                source=item.source,
+                name=item.name,
+                spooled=item.spooled,
+            )
 
         return producer.retry_when_lost(submit, item.input, self.report)
 
@@ -311,9 +343,15 @@ class _SolveRun:
         for attempt in range(1, producer.LOST_JOB_RETRIES + 1):
             try:
                 _, invalid = collect(
-                    self.c, self.problem, job.job_id, item.output, timeout=None,
-                    progress=self.progress, idle=self._idle(item, job.job_id), produced=True,
-                )  # fmt: skip
+                    self.c,
+                    self.problem,
+                    job.job_id,
+                    item.output,
+                    timeout=None,
+                    progress=self.progress,
+                    idle=self._idle(item, job.job_id),
+                    produced=True,
+                )
                 return invalid
             except JobLost:
                 if attempt == producer.LOST_JOB_RETRIES:
@@ -366,9 +404,14 @@ def collect(
 
 
 def wait(
-    c: Cluster, job_id: str, *, timeout: float | None, progress: ProgressBar,
-    idle: Callable[[], bool] = lambda: False, produced: bool = False,
-) -> JobCounters:  # fmt: skip
+    c: Cluster,
+    job_id: str,
+    *,
+    timeout: float | None,
+    progress: ProgressBar,
+    idle: Callable[[], bool] = lambda: False,
+    produced: bool = False,
+) -> JobCounters:
     """Wait for every chunk of a job, healing local workers and re-queueing lost chunks;
     between two looks, `idle` may do some of the work (True when it did). When this command
     `produced` the job, a job still producing lost the end of its production (a failover
@@ -389,9 +432,13 @@ def wait(
         recovery.tick(p)
 
     return collector.wait_for(
-        c.store, job_id, poll=s.poll_interval, timeout=timeout, on_progress=on_progress,
+        c.store,
+        job_id,
+        poll=s.poll_interval,
+        timeout=timeout,
+        on_progress=on_progress,
         idle=idle,
-    )  # fmt: skip
+    )
 
 
 def errors_file(output: Path) -> Path:

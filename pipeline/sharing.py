@@ -20,9 +20,12 @@ class Sharing:
     """The chunks one command shares with its local workers."""
 
     def __init__(
-        self, queue: Queue, run: Run, waiting: Callable[[], int],
+        self,
+        queue: Queue,
+        run: Run,
+        waiting: Callable[[], int],
         take: Callable[[list[str]], str | None],
-    ) -> None:  # fmt: skip
+    ) -> None:
         """`waiting`: messages waiting in the queues; `take`: take back the newest waiting
         message if it is one of these tasks', and say whose."""
         self.queue, self.run, self.waiting, self.take = queue, run, waiting, take

@@ -78,12 +78,20 @@ def slice_chunks(scan: Scanner, stream: Readable, limits: Limits) -> Iterator[Sl
     index, first, start, cases, work = 0, 1, pos, 0, 0  # the chunk being scanned
     while count - first + 1 > 0:
         status, pos, cases, work = scan(
-            blocks.buf, pos, count - first + 1, limits.target_work, limits.max_cases,
-            limits.max_token, blocks.final, cases, work,
-        )  # fmt: skip
+            blocks.buf,
+            pos,
+            count - first + 1,
+            limits.target_work,
+            limits.max_cases,
+            limits.max_token,
+            blocks.final,
+            cases,
+            work,
+        )
         if status == CHUNK:
-            yield SliceChunk(index, first, cases, memoryview(blocks.buf)[start:pos],
-                             blocks.base + start)  # fmt: skip
+            yield SliceChunk(
+                index, first, cases, memoryview(blocks.buf)[start:pos], blocks.base + start
+            )
             index, first, start, cases, work = index + 1, first + cases, pos, 0, 0
         elif status == MORE:
             moved = blocks.more(start)

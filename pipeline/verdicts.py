@@ -110,10 +110,14 @@ class FileVerdicts:
     def first_mismatches(self, expected: str, words: tuple[str, ...]) -> list[CaseResult]:
         """The kept mismatches as case results (EXTRA last); `expected` as answer codes."""
         results = [
-            CaseResult(index, VERDICT_OF[self.codes[index - 1]],
-                       words[ANSWER_CODES.index(expected[index - 1])], found)
+            CaseResult(
+                index,
+                VERDICT_OF[self.codes[index - 1]],
+                words[ANSWER_CODES.index(expected[index - 1])],
+                found,
+            )
             for index, found in self.shown
-        ]  # fmt: skip
+        ]
         if self.extra is not None and len(results) < KEPT:
             results.append(self._extra_case())
         return results
@@ -134,21 +138,26 @@ class FileVerdicts:
     def _extra_case(self) -> CaseResult:
         assert self.extra is not None
         line, more = self.extra
-        return CaseResult(self.total + 1, Verdict.EXTRA, "", f"{line} (+{more} more lines)"
-                          if more else line)  # fmt: skip
+        return CaseResult(
+            self.total + 1, Verdict.EXTRA, "", f"{line} (+{more} more lines)" if more else line
+        )
 
     def encode(self) -> str:
         """The stored form (JSON)."""
-        return json.dumps({"codes": self.codes, "shown": self.shown, "extra": self.extra},
-                          separators=(",", ":"))  # fmt: skip
+        return json.dumps(
+            {"codes": self.codes, "shown": self.shown, "extra": self.extra}, separators=(",", ":")
+        )
 
     @classmethod
     def decode(cls, text: str | bytes) -> FileVerdicts:
         """Read the stored form."""
         doc = json.loads(text)
         extra = doc.get("extra")
-        return cls(str(doc["codes"]), [(int(i), f) for i, f in doc["shown"]],
-                   (str(extra[0]), int(extra[1])) if extra else None)  # fmt: skip
+        return cls(
+            str(doc["codes"]),
+            [(int(i), f) for i, f in doc["shown"]],
+            (str(extra[0]), int(extra[1])) if extra else None,
+        )
 
 
 def score(scoring: Scoring, codes_by_test: dict[str, str]) -> tuple[float, float]:
@@ -182,8 +191,9 @@ class _Groups:
 
     def score(self) -> float:
         groups = self.scoring.groups
-        return sum(g.points for g, s, f in zip(groups, self.seen, self.failed, strict=True)
-                   if s and not f)  # fmt: skip
+        return sum(
+            g.points for g, s, f in zip(groups, self.seen, self.failed, strict=True) if s and not f
+        )
 
 
 class Board:

@@ -118,9 +118,11 @@ def _start_sweeper(sender: Any = None, **_: Any) -> None:
     settings = getattr(getattr(sender, "app", None), "gamebatch_settings", None)
     if settings is not None:
         threading.Thread(
-            target=_sweep_forever, args=(sender.app, settings), name="gamebatch-sweeper",
+            target=_sweep_forever,
+            args=(sender.app, settings),
+            name="gamebatch-sweeper",
             daemon=True,
-        ).start()  # fmt: skip
+        ).start()
 
 
 def _sweep_forever(app: Celery, settings: Settings) -> None:

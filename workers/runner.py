@@ -77,8 +77,11 @@ class _Leases:
     def _run(self) -> None:
         while True:
             with self._lock:
-                due = [(key, store, policy) for key, (store, policy, at) in self._held.items()
-                       if at <= time.monotonic()]  # fmt: skip
+                due = [
+                    (key, store, policy)
+                    for key, (store, policy, at) in self._held.items()
+                    if at <= time.monotonic()
+                ]
                 for key, store, policy in due:
                     self._held[key] = (store, policy, time.monotonic() + _every(policy))
                 pause = min((at for _, _, at in self._held.values()), default=None)
@@ -177,9 +180,14 @@ def _where(store: Store, job_id: str, index: int, payload: Payload) -> str:
 
 
 def _solve_chunk(
-    store: Store, job_id: str, index: int, problem: Problem, payload: ChunkPayload | SlicePayload,
-    *, careful: bool,
-) -> str | Outcome:  # fmt: skip
+    store: Store,
+    job_id: str,
+    index: int,
+    problem: Problem,
+    payload: ChunkPayload | SlicePayload,
+    *,
+    careful: bool,
+) -> str | Outcome:
     """The answer codes of a chunk: a slice by the game's C kernel in one call, unless a run
     died before (then case by case, see _solve)."""
     if isinstance(payload, SlicePayload):
@@ -187,8 +195,7 @@ def _solve_chunk(
         try:
             if solve_slice is not None and not careful:
                 return str(solve_slice(payload.data, payload.count), "ascii")
-            payload = ChunkPayload(payload.problem, payload.first,
-                                   cases_of_slice(problem, payload))  # fmt: skip
+            payload = ChunkPayload(payload.problem, payload.first, cases_of_slice(problem, payload))
         except ValueError as exc:  # the C kernel or the reader found what no producer sends
             store.fail_chunk(job_id, index, f"malformed chunk payload: {exc}")
             return Outcome.FAILED
@@ -205,8 +212,9 @@ def cases_of_slice(problem: Problem, payload: SlicePayload) -> list[object]:
 
     data = bytes(payload.data)
     head = f"{payload.count}\n".encode()
-    tokens = TokenReader(io.BytesIO(head + data), f"chunk from case {payload.first}",
-                         max_token=max(len(data), 1))  # fmt: skip
+    tokens = TokenReader(
+        io.BytesIO(head + data), f"chunk from case {payload.first}", max_token=max(len(data), 1)
+    )
     try:
         return [found.case for found in read_cases(problem, tokens)]
     except InputError as exc:
@@ -214,9 +222,14 @@ def cases_of_slice(problem: Problem, payload: SlicePayload) -> list[object]:
 
 
 def _solve(
-    store: Store, job_id: str, index: int, problem: Problem, payload: ChunkPayload,
-    *, careful: bool,
-) -> str | Outcome:  # fmt: skip
+    store: Store,
+    job_id: str,
+    index: int,
+    problem: Problem,
+    payload: ChunkPayload,
+    *,
+    careful: bool,
+) -> str | Outcome:
     """The answer codes of every case; with `careful` (a run died before) each case is
     recorded first, so that the culprit gets named."""
     codes = []
@@ -253,8 +266,9 @@ def compare_chunk(problem: Problem, payload: ComparePayload) -> tuple[str, str]:
                 expected, seg.data, ignore_case=payload.ignore_case
             )
         else:
-            letters, shown = compare_segment(expected, seg.lines, seg.first,
-                                             ignore_case=payload.ignore_case)  # fmt: skip
+            letters, shown = compare_segment(
+                expected, seg.lines, seg.first, ignore_case=payload.ignore_case
+            )
         codes.append(letters)
         details.append([seg.file, len(letters), shown, extra])
     return "".join(codes), json.dumps(details, separators=(",", ":"))

@@ -22,10 +22,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     from workers.celery_app import default_app
 
     worker = default_app().Worker(
-        hostname=host_format(default_nodename(args.hostname)), pool_cls="prefork",
-        loglevel=args.loglevel, concurrency=args.concurrency, without_gossip=True,
-        without_mingle=True, task_events=args.task_events,
-    )  # fmt: skip
+        hostname=host_format(default_nodename(args.hostname)),
+        pool_cls="prefork",
+        loglevel=args.loglevel,
+        concurrency=args.concurrency,
+        without_gossip=True,
+        without_mingle=True,
+        task_events=args.task_events,
+    )
     worker.start()
     return int(worker.exitcode or 0)
 

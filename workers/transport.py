@@ -50,8 +50,10 @@ class SentinelChannel(_Tolerant, kombu_redis.SentinelChannel):
     transport options (`master_username`, `master_password`) rather than in the URL."""
 
     from_transport_options = (  # type: ignore[assignment]
-        *kombu_redis.SentinelChannel.from_transport_options, "master_username", "master_password",
-    )  # fmt: skip
+        *kombu_redis.SentinelChannel.from_transport_options,
+        "master_username",
+        "master_password",
+    )
     master_username: str | None = None
     master_password: str | None = None
     connection_class = FollowingConnection  # follows a failover on every reconnect

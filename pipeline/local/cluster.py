@@ -90,8 +90,11 @@ class StateDir:
             return
         except OSError:
             pass
-        print("gamebatch: note: waiting for the other commands that use this Redis to end",
-              file=sys.stderr, flush=True)  # fmt: skip
+        print(
+            "gamebatch: note: waiting for the other commands that use this Redis to end",
+            file=sys.stderr,
+            flush=True,
+        )
         held = signal.pthread_sigmask(signal.SIG_BLOCK, _INTERRUPTS)
         try:
             fcntl.flock(self._users, fcntl.LOCK_EX)
@@ -177,10 +180,14 @@ class EmbeddedCluster(AbstractContextManager["EmbeddedCluster"]):
     """
 
     def __init__(
-        self, workers: int, settings: Callable[[], str] | None = None, state: Path | None = None,
-        *, lazy: bool = False,
+        self,
+        workers: int,
+        settings: Callable[[], str] | None = None,
+        state: Path | None = None,
+        *,
+        lazy: bool = False,
         warm_seconds: int = 0,
-    ) -> None:  # fmt: skip
+    ) -> None:
         """`settings`: makes a config file's text for the local workers (the command's
         settings), when they start;
         `lazy`: start the workers only when `ensure_workers` is first called; `warm_seconds`:
@@ -236,9 +243,11 @@ class EmbeddedCluster(AbstractContextManager["EmbeddedCluster"]):
             if state.try_lock():
                 warm_workers.withdraw(state.path)  # of a service that died: not ours
                 self.redis = RedisServer(
-                    state.redis_dir, appendonly=True, password=state.password(),
+                    state.redis_dir,
+                    appendonly=True,
+                    password=state.password(),
                     tie_to_parent=True,
-                )  # fmt: skip
+                )
                 self.redis.start()
                 state.publish(self.redis.port)
                 self.url, self.persistent = self.redis.url, True
@@ -255,9 +264,13 @@ class EmbeddedCluster(AbstractContextManager["EmbeddedCluster"]):
     def _start_workers(self) -> None:
         self.started = True
         self.worker = start_worker(
-            self.url, self.workers, self.log, config=self._config(), tie_to_parent=True,
+            self.url,
+            self.workers,
+            self.log,
+            config=self._config(),
+            tie_to_parent=True,
             extra_env={"TMPDIR": str(self._tmp)},  # what they leave when killed goes with it
-        )  # fmt: skip
+        )
 
     def _config(self) -> str | None:
         """The workers' config file, written when first needed."""

@@ -53,10 +53,23 @@ class FileTask:
     lane: str
 
 
+def _start(context: Any) -> tuple[Any, Connection]:
+    """A producer process and this end of its pipe."""
+    ours, theirs = context.Pipe()
+    process = context.Process(target=_serve, args=(theirs, os.getpid()), daemon=True)
+    process.start()
+    theirs.close()
+    return process, ours
+
+
 def produce_in_parallel(
-    tasks: list[FileTask], processes: int, *,
-    on_cases: Callable[[int], None], on_wait: Callable[[], None], poll: float,
-) -> list[Result]:  # fmt: skip
+    tasks: list[FileTask],
+    processes: int,
+    *,
+    on_cases: Callable[[int], None],
+    on_wait: Callable[[], None],
+    poll: float,
+) -> list[Result]:
     """Queue the files from `processes` processes at once (a single producer is the usual
     bottleneck), in the order given. `on_wait` runs while waiting (to heal local workers).
 
@@ -72,10 +85,7 @@ def produce_in_parallel(
 
     try:
         for _ in range(min(processes, len(tasks))):
-            ours, theirs = context.Pipe()
-            process = context.Process(target=_serve, args=(theirs, os.getpid()), daemon=True)
-            process.start()
-            theirs.close()
+            process, ours = _start(context)
             pool.append((process, ours))
             busy.append(ours)
             ours.send(todo.pop())
@@ -145,13 +155,22 @@ def _produce(task: FileTask, on_cases: Callable[[int], None]) -> Result:
 
         def submit() -> producer.Submitted:
             return producer.submit(
-                get_problem(task.problem), task.input, store, send, settings,
-                window=settings.chunk.window, keep_going=task.keep_going, lane=task.lane,
+                get_problem(task.problem),
+                task.input,
+                store,
+                send,
+                settings,
+                window=settings.chunk.window,
+                keep_going=task.keep_going,
+                lane=task.lane,
                 on_cases=on_cases,
-            )  # fmt: skip
+            )
 
-        return producer.retry_when_lost(submit, task.input, lambda note: print(
-            f"gamebatch: {note}", file=sys.stderr, flush=True))  # fmt: skip
+        return producer.retry_when_lost(
+            submit,
+            task.input,
+            lambda note: print(f"gamebatch: {note}", file=sys.stderr, flush=True),
+        )
     except InputError as exc:
         return f"error: {exc}"
     finally:

@@ -57,8 +57,14 @@ def fingerprint() -> str:
             parts.append(str(os.stat(folder or ".").st_mtime_ns))  # a plugin installed
         except OSError:
             parts.append("-")
-    for package in ("pipeline", "pipeline/local", "pipeline/server", "pipeline/lua",
-                    "pipeline/games", "workers"):  # fmt: skip
+    for package in (
+        "pipeline",
+        "pipeline/local",
+        "pipeline/server",
+        "pipeline/lua",
+        "pipeline/games",
+        "workers",
+    ):
         try:
             entries = sorted(os.scandir(os.path.join(root, package)), key=lambda e: e.name)
         except OSError:
@@ -77,9 +83,13 @@ def spawn(folder: str, seconds: int) -> None:
     with open(os.path.join(folder, LOG_NAME), "ab") as log:
         subprocess.Popen(
             [sys.executable, "-m", "pipeline.local.warm_service", folder, str(seconds)],
-            stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
-            cwd="/", close_fds=True,
-        )  # fmt: skip
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+            cwd="/",
+            close_fds=True,
+        )
 
 
 def run(argv: list[str]) -> int | None:
@@ -125,8 +135,18 @@ def _peer(conn: socket.socket) -> tuple[int, int, int]:
 # What a forked command inherits from the service, not from its caller: the caller must have
 # the same, or it runs the command itself (a caller with fewer capabilities, other groups or
 # in another namespace must not borrow the service's).
-_CREDENTIALS = ("Uid", "Gid", "Groups", "CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb",
-                "NoNewPrivs", "Seccomp")  # fmt: skip
+_CREDENTIALS = (
+    "Uid",
+    "Gid",
+    "Groups",
+    "CapInh",
+    "CapPrm",
+    "CapEff",
+    "CapBnd",
+    "CapAmb",
+    "NoNewPrivs",
+    "Seccomp",
+)
 _NAMESPACES = ("user", "mnt", "pid", "net", "ipc", "uts", "cgroup", "time")
 
 
@@ -183,8 +203,9 @@ def _converse(conn: socket.socket, argv: list[str]) -> int | None:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     if status is None:
-        print("gamebatch: error: the command's process ended without an exit status",
-              file=sys.stderr)  # fmt: skip
+        print(
+            "gamebatch: error: the command's process ended without an exit status", file=sys.stderr
+        )
         return 1
     return status
 

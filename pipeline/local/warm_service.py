@@ -62,9 +62,11 @@ class Service:
             return
         try:
             self.redis = RedisServer(
-                self.state.redis_dir, appendonly=True, password=self.state.password(),
+                self.state.redis_dir,
+                appendonly=True,
+                password=self.state.password(),
                 tie_to_parent=True,
-            ).start()  # fmt: skip
+            ).start()
             self.state.publish(self.redis.port)
             _preload()
             self._start_workers()  # announced before anyone can connect: a command finds them
@@ -171,9 +173,14 @@ class Service:
         if config is not None:
             path = self.folder / "warm-workers.yaml"
             warm_workers.write_private(path, config)
-        self.worker = start_worker(self.redis.url, count, self.folder / "warm-workers.log",
-                                   config=str(path) if path else None, tie_to_parent=True,
-                                   name="warm")  # fmt: skip
+        self.worker = start_worker(
+            self.redis.url,
+            count,
+            self.folder / "warm-workers.log",
+            config=str(path) if path else None,
+            tie_to_parent=True,
+            name="warm",
+        )
         warm_workers.announce(self.folder, self.worker.pid, count, config)
         self._log(f"workers {self.worker.pid} started ({count} processes)")
 
@@ -190,8 +197,11 @@ class Service:
             self._start_workers()
 
     def _log(self, line: str) -> None:
-        print(f"{time.strftime('%Y-%m-%d %H:%M:%S')} warm service {os.getpid()}: {line}",
-              file=sys.stderr, flush=True)  # fmt: skip
+        print(
+            f"{time.strftime('%Y-%m-%d %H:%M:%S')} warm service {os.getpid()}: {line}",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 _Inode = tuple[int, int] | None  # a file's device and inode; None when it is gone
@@ -324,9 +334,12 @@ def _stream(fd: int, mode: str, options: dict[str, Any] | None) -> Any:
     options = options or {"encoding": "utf-8", "errors": "strict", "line_buffering": False}
     raw = open(fd, mode + "b", closefd=False)  # noqa: SIM115 (lives as long as the process)
     return io.TextIOWrapper(
-        raw, encoding=options["encoding"], errors=options["errors"],
-        line_buffering=options["line_buffering"], write_through=fd == 2,
-    )  # fmt: skip
+        raw,
+        encoding=options["encoding"],
+        errors=options["errors"],
+        line_buffering=options["line_buffering"],
+        write_through=fd == 2,
+    )
 
 
 def _signals_from(conn: socket.socket, finished: threading.Event) -> None:

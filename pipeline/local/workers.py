@@ -28,10 +28,17 @@ def _celery_worker(
     if config:
         env["GAMEBATCH_CONFIG"] = config
     command = [
-        sys.executable, "-m", "workers.start", "--concurrency", str(concurrency),
-        "--loglevel", loglevel, "--hostname", f"{name}-{os.getpid()}-{secrets.token_hex(3)}@%h",
+        sys.executable,
+        "-m",
+        "workers.start",
+        "--concurrency",
+        str(concurrency),
+        "--loglevel",
+        loglevel,
+        "--hostname",
+        f"{name}-{os.getpid()}-{secrets.token_hex(3)}@%h",
         *(["--task-events"] if events else []),
-    ]  # fmt: skip
+    ]
     return command, env
 
 
@@ -51,12 +58,16 @@ def start_worker(
     )
     with log.open("ab") as out:
         return subprocess.Popen(
-            command, stdin=subprocess.DEVNULL, stdout=out, stderr=out, env=env,
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=out,
+            env=env,
             start_new_session=True,
             # SIGKILL: a warm shutdown would retry a dead Redis for a minute; the pool
             # children die with it (see workers.celery_app), their chunks run again
             preexec_fn=before_exec(signal.SIGKILL) if tie_to_parent else None,  # noqa: PLW1509
-        )  # fmt: skip
+        )
 
 
 def supervise_worker(
@@ -81,9 +92,13 @@ def supervise_worker(
     restarts = 0
     while True:
         command, env = _celery_worker(
-            broker_url, concurrency, config=config, name="worker", loglevel=loglevel,
+            broker_url,
+            concurrency,
+            config=config,
+            name="worker",
+            loglevel=loglevel,
             events=events,
-        )  # fmt: skip
+        )
         started = time.monotonic()
         child = subprocess.Popen(command, env=env, preexec_fn=before_exec(signal.SIGKILL))  # noqa: PLW1509
         status = child.wait()
@@ -91,6 +106,9 @@ def supervise_worker(
             return 0
         restarts = 0 if time.monotonic() - started > 60 else restarts + 1
         pause = min(2.0**restarts, 30.0)
-        print(f"gamebatch: worker exited with status {status}; starting it again in"
-              f" {pause:g} s", file=sys.stderr, flush=True)  # fmt: skip
+        print(
+            f"gamebatch: worker exited with status {status}; starting it again in {pause:g} s",
+            file=sys.stderr,
+            flush=True,
+        )
         time.sleep(pause)

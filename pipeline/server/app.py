@@ -119,8 +119,11 @@ async def _static(request: Request) -> Response:
     name = str(request.path_params["name"])
     if name not in _ASSETS:
         raise ApiError(404, f"no file {name[:40]!r}")
-    return Response((_STATIC / name).read_bytes(), media_type=f"{_ASSETS[name]}; charset=utf-8",
-                    headers=_PAGE_HEADERS)  # fmt: skip
+    return Response(
+        (_STATIC / name).read_bytes(),
+        media_type=f"{_ASSETS[name]}; charset=utf-8",
+        headers=_PAGE_HEADERS,
+    )
 
 
 # ---- health, metrics, schema

@@ -78,8 +78,9 @@ class _Writer:
         self.entries += 1
         if self.entries > self.limits.files:
             raise ArchiveRefused(
-                f"the archive has more than limits.max_archive_files ({self.limits.files})"
-                " entries", 413)  # fmt: skip
+                f"the archive has more than limits.max_archive_files ({self.limits.files}) entries",
+                413,
+            )
         if "\\" in name or "\0" in name:
             raise ArchiveRefused(f"entry {name[:80]!r} has a backslash or NUL in its name")
         if name.startswith("/") or (len(name) > 1 and name[1] == ":"):
@@ -101,8 +102,9 @@ class _Writer:
             return None
         key = unicodedata.normalize("NFC", path).casefold()
         if key in self.names:
-            raise ArchiveRefused(f"entries {self.names[key][:80]!r} and {name[:80]!r} name the"
-                                 " same file")  # fmt: skip
+            raise ArchiveRefused(
+                f"entries {self.names[key][:80]!r} and {name[:80]!r} name the same file"
+            )
         self.names[key] = name
         return path
 
@@ -121,8 +123,8 @@ class _Writer:
 
     def _too_big(self) -> ArchiveRefused:
         return ArchiveRefused(
-            f"the archive unpacks to more than limits.max_archive_bytes ({self.limits.bytes})",
-            413)  # fmt: skip
+            f"the archive unpacks to more than limits.max_archive_bytes ({self.limits.bytes})", 413
+        )
 
 
 def _in_layout(parts: list[str]) -> bool:

@@ -55,8 +55,11 @@ def needs(scope: str | None) -> Callable[[Handler], Callable[[Request], Awaitabl
         async def endpoint(request: Request) -> Response:
             caller = request.user if request.user.is_authenticated else None
             if scope is not None and caller is None:
-                raise ApiError(401, "a valid token is needed (Authorization: Bearer TOKEN)",
-                               {"WWW-Authenticate": "Bearer"})  # fmt: skip
+                raise ApiError(
+                    401,
+                    "a valid token is needed (Authorization: Bearer TOKEN)",
+                    {"WWW-Authenticate": "Bearer"},
+                )
             if scope is not None and scope not in request.auth.scopes:
                 raise ApiError(403, f"this token lacks the {scope!r} scope")
             return await handler(request.app.state.service, request, caller or EVERYONE)

@@ -55,8 +55,12 @@ class GradingTask:
     @classmethod
     def of_record(cls, grading_id: str, record: dict[str, str]) -> GradingTask:
         """The task of a recorded grading (one to resume)."""
-        return cls(grading_id, record["problem"], record.get("ignore_case") == "1",
-                   record.get("keep_going") == "1")  # fmt: skip
+        return cls(
+            grading_id,
+            record["problem"],
+            record.get("ignore_case") == "1",
+            record.get("keep_going") == "1",
+        )
 
     def run(self, settings: Settings, records: Records, spool: Spool) -> None:
         """What a runner does with it."""
@@ -90,18 +94,24 @@ async def create(service: Service, request: Request, caller: Caller) -> Response
         raise ApiError(503, "too many unfinished gradings; try again later", {"Retry-After": "5"})
     received = await receive(service, request, raw_only=True)  # streamed and hashed, as jobs
     try:
-        grading_id = (f"{problem.name}-{received.sha256[:24]}"
-                      + ("-ignore-case" if ignore_case else "")
-                      + ("-keep-going" if keep_going else ""))  # fmt: skip
+        grading_id = (
+            f"{problem.name}-{received.sha256[:24]}"
+            + ("-ignore-case" if ignore_case else "")
+            + ("-keep-going" if keep_going else "")
+        )
         existing = await run_in_threadpool(gradings.get, grading_id)
         if existing and existing.get("state") not in ("failed", "cancelled"):
             return JSONResponse(view(existing), 200)
         await run_in_threadpool(_unpack, service, received.path, grading_id)
     finally:
         service.spool.discard(received.path)
-    fields = {"problem": problem.name, "ignore_case": str(int(ignore_case)),
-              "keep_going": str(int(keep_going)), "owner": caller.name,
-              "size": str(received.size)}  # fmt: skip
+    fields = {
+        "problem": problem.name,
+        "ignore_case": str(int(ignore_case)),
+        "keep_going": str(int(keep_going)),
+        "owner": caller.name,
+        "size": str(received.size),
+    }
     if not await run_in_threadpool(gradings.open, grading_id, fields):
         return JSONResponse(view(await _record(service, grading_id)), 200)
     await run_in_threadpool(gradings.event, "grading.created", grading_id, {})
@@ -121,8 +131,9 @@ def _unpack(service: Service, archive: Path, grading_id: str) -> None:
     where.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     private = Path(tempfile.mkdtemp(prefix=UNPACKING, dir=where.parent))
     try:
-        unpacked = unpack(archive, private / "files",
-                          Limits(limits.max_archive_files, limits.max_archive_bytes))  # fmt: skip
+        unpacked = unpack(
+            archive, private / "files", Limits(limits.max_archive_files, limits.max_archive_bytes)
+        )
         root = unpacked.root
         if not (root / "tests").is_dir() or not (root / "subs").is_dir():
             raise ArchiveRefused("the archive needs a tests/ and a subs/ folder")
@@ -145,8 +156,9 @@ def _unpack(service: Service, archive: Path, grading_id: str) -> None:
 def view(record: dict[str, str]) -> dict[str, Any]:
     """A grading as clients see it."""
     grading_id = record.get("id", "")
-    shown: dict[str, Any] = {k: record[k] for k in ("id", "problem", "state", "error")
-                             if k in record}  # fmt: skip
+    shown: dict[str, Any] = {
+        k: record[k] for k in ("id", "problem", "state", "error") if k in record
+    }
     for key in ("created", "finished"):
         if key in record:
             shown[key] = float(record[key])
@@ -246,8 +258,9 @@ def run_grading(settings: Settings, records: Records, spool: Spool, task: Gradin
     if current.get("state") == "cancelled":
         return
     gradings.finish(task.grading_id, state, **fields)
-    gradings.event(f"grading.{state}", task.grading_id, {k: v for k, v in fields.items()
-                                                         if k == "error"})  # fmt: skip
+    gradings.event(
+        f"grading.{state}", task.grading_id, {k: v for k, v in fields.items() if k == "error"}
+    )
 
 
 def _grade(settings: Settings, spool: Spool, task: GradingTask) -> dict[str, str]:
@@ -259,17 +272,29 @@ def _grade(settings: Settings, spool: Spool, task: GradingTask) -> dict[str, str
     scoring = load_scoring(str(scoring_file)) if scoring_file.is_file() else Scoring()
 
     def write(run: grade_service.GradeRun) -> None:
-        grade_service.ReportFiles(where / "report.json", where / "junit.xml",
-                                  where / "scoreboard.csv").write(run)  # fmt: skip
+        grade_service.ReportFiles(
+            where / "report.json", where / "junit.xml", where / "scoreboard.csv"
+        ).write(run)
         grade_service.ReportFiles(scoreboard=where / "scoreboard.json").write(run)
 
-    run = grade_service.grade(settings, problem, tests, subs, scoring=scoring,
-                              ignore_case=task.ignore_case, quiet=True, use=write,
-                              keep_going=task.keep_going)  # fmt: skip
+    run = grade_service.grade(
+        settings,
+        problem,
+        tests,
+        subs,
+        scoring=scoring,
+        ignore_case=task.ignore_case,
+        quiet=True,
+        use=write,
+        keep_going=task.keep_going,
+    )
     unpacked_notes = json.loads((where / "notes.json").read_text())
     summary = {
-        "tests": len(tests), "submissions": len(subs), "all_accepted": run.all_accepted,
-        "contestants": len(run.standings), "cases_wrong": run.wrong_cases,
+        "tests": len(tests),
+        "submissions": len(subs),
+        "all_accepted": run.all_accepted,
+        "contestants": len(run.standings),
+        "cases_wrong": run.wrong_cases,
         **({"invalid_tests": run.found.broken} if run.found.broken else {}),
-    }  # fmt: skip
+    }
     return {"summary": json.dumps(summary), "notes": json.dumps(unpacked_notes + notes)}

@@ -41,8 +41,11 @@ class _Live:
         for state, count in sorted(self.records.count_by_state().items()):
             jobs.add_metric([state], count)
         yield jobs
-        yield CounterMetricFamily("gamebatch_cases_solved", "Cases of uploaded jobs that ended"
-                                  " done", value=self.records.solved())  # fmt: skip
+        yield CounterMetricFamily(
+            "gamebatch_cases_solved",
+            "Cases of uploaded jobs that ended done",
+            value=self.records.solved(),
+        )
         depth = GaugeMetricFamily(
             "gamebatch_queue_depth", "Chunk messages waiting per lane", labels=["queue"]
         )

@@ -41,9 +41,13 @@ _UPLOAD_PARAMS = [
 _STALLED = {"description": "the body sent nothing for server.body_timeout seconds", **_ERROR}
 _PAGING = [
     {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 500}},
-    {"name": "cursor", "in": "query", "schema": {"type": "string"},
-     "description": "where the previous page ended (its `next` link)"},
-]  # fmt: skip
+    {
+        "name": "cursor",
+        "in": "query",
+        "schema": {"type": "string"},
+        "description": "where the previous page ended (its `next` link)",
+    },
+]
 _RANGED = {
     "206": {"description": "a range of it"},
     "400": {"description": "a malformed Range header", **_ERROR},

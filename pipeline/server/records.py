@@ -22,7 +22,8 @@ Record = dict[str, str]
 def is_event_token(text: str) -> bool:
     """Whether `text` can be a `since` token (an event id of 64-bit parts, or 0)."""
     return _TOKEN.fullmatch(text) is not None and all(
-        int(part) < 1 << 64 for part in text.split("-"))  # fmt: skip
+        int(part) < 1 << 64 for part in text.split("-")
+    )
 
 
 class Records:

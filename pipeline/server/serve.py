@@ -76,8 +76,9 @@ def serve(settings: Settings, host: str, port: int, tokens: tuple[TokenSetting, 
         healer = threading.Thread(target=_heal, args=(c, stop), daemon=True)
         healer.start()
         keep = float(settings.server.keep_seconds)
-        sweeper = threading.Thread(target=keep_sweeping, args=(records, spool, keep, stop),
-                                   daemon=True)  # fmt: skip
+        sweeper = threading.Thread(
+            target=keep_sweeping, args=(records, spool, keep, stop), daemon=True
+        )
         sweeper.start()
         events = connect_async(c.settings.broker_url or "", "gamebatch-server-events")
         try:

@@ -172,8 +172,10 @@ class Spool:
             except StopAsyncIteration:
                 return
             except TimeoutError:
-                raise BodyStalled(f"the request body sent nothing for {self.body_timeout:g} s"
-                                  " (server.body_timeout)") from None  # fmt: skip
+                raise BodyStalled(
+                    f"the request body sent nothing for {self.body_timeout:g} s"
+                    " (server.body_timeout)"
+                ) from None
             yield block
 
 

@@ -107,16 +107,14 @@ async def _upload_in_place(
     limit = service.settings.limits.max_upload_bytes
     _check_length(request, limit)
     _check_raw(request)
-    problem = get_problem(params["problem"])
     job_id = _job_id(params, announced)
     length = request.headers.get("content-length", "")
     lane = params["lane"]
     if lane == "auto":  # decided here: the file is still growing (unknown length: bulk)
         small = length.isdigit() and int(length) <= service.settings.interactive_max_bytes
         lane = "interactive" if small else "bulk"
-    name = params.get("name") or f"{job_id}.in"
-    fields = _fields(problem.name, name, {**params, "lane": lane}, caller, size=length,
-                     uploaded="0")  # fmt: skip
+    params = {**params, "lane": lane, "name": params.get("name") or f"{job_id}.in"}
+    fields = _fields(params, caller, size=length, uploaded="0")
     opened, record = await run_in_threadpool(_open_record, service, job_id, fields)
     if not opened and record.get("uploaded") == "0":
         return await _beside_an_arriving_upload(service, request, params, announced, caller)
@@ -127,10 +125,7 @@ async def _upload_in_place(
     spool = service.spool
     spool.discard_input(job_id)
     spool.input(job_id).touch(mode=0o600)
-    token = await run_in_threadpool(service.records.event, "created", job_id,
-                                    {"problem": problem.name, "name": name})  # fmt: skip
-    service.runners.submit(Upload(job_id, problem.name, name, params["keep_going"] == "1", lane,
-                                  params.get("callback_url") or None, announced))  # fmt: skip
+    token = await run_in_threadpool(_start, service, job_id, params, announced)
     try:
         received = await receive(service, request, into=spool.input(job_id))
         if received.sha256 != announced:
@@ -140,10 +135,34 @@ async def _upload_in_place(
         await run_in_threadpool(service.records.forget, job_id)
         await run_in_threadpool(service.records.event, "refused", job_id, {})
         raise
-    await run_in_threadpool(lambda: service.records.update(job_id, uploaded="1",
-                                                           size=received.size))  # fmt: skip
+    await run_in_threadpool(
+        lambda: service.records.update(job_id, uploaded="1", size=received.size)
+    )
     spool.mark(spool.arrived(job_id))
-    body = job_view(service, await run_in_threadpool(record_of, service, job_id))
+    return await run_in_threadpool(_created, service, job_id, token)
+
+
+def _start(service: Service, job_id: str, params: dict[str, str], arriving: str = "") -> str:
+    """Announce a new job and hand it to a runner; the event token its followers start at."""
+    name, problem = params["name"], params["problem"]
+    token = service.records.event("created", job_id, {"problem": problem, "name": name})
+    service.runners.submit(
+        Upload(
+            job_id,
+            problem,
+            name,
+            params["keep_going"] == "1",
+            params["lane"],
+            params.get("callback_url") or None,
+            arriving or None,
+        )
+    )
+    return token
+
+
+def _created(service: Service, job_id: str, token: str) -> Response:
+    """201 with the new job, and where its events start."""
+    body = job_view(service, record_of(service, job_id))
     body["links"]["events"] = f"/v1/events?since={token}"
     return JSONResponse(body, 201, headers={"Location": f"/v1/jobs/{job_id}"})
 
@@ -170,14 +189,29 @@ async def _beside_an_arriving_upload(
             elif record is None or record.get("uploaded") != "0":
                 return await run_in_threadpool(_open_job, service, params, received, caller)
             await asyncio.sleep(ARRIVING_POLL)
-        raise ApiError(503, "another upload of this content is still arriving; try again later",
-                       {"Retry-After": "60"})  # fmt: skip
+        raise ApiError(
+            503,
+            "another upload of this content is still arriving; try again later",
+            {"Retry-After": "60"},
+        )
     finally:
         service.spool.discard(received.path)  # kept by now, or not wanted
 
 
-_OWNERS_ONLY = ("name", "size", "created", "finished", "webhook", "result_sha256", "result_bytes",
-                "total", "invalid", "done", "errors", "exit_code")  # fmt: skip
+_OWNERS_ONLY = (
+    "name",
+    "size",
+    "created",
+    "finished",
+    "webhook",
+    "result_sha256",
+    "result_bytes",
+    "total",
+    "invalid",
+    "done",
+    "errors",
+    "exit_code",
+)
 
 
 def _known(service: Service, record: dict[str, str], caller: Caller) -> dict[str, Any]:
@@ -199,20 +233,27 @@ def _open_record(
     service: Service, job_id: str, fields: dict[str, str]
 ) -> tuple[bool, dict[str, str]]:
     existing = service.records.get(job_id)
-    stale = existing is not None and existing.get("state") == "done" and not (
-        service.spool.result(job_id).exists())  # fmt: skip
+    stale = (
+        existing is not None
+        and existing.get("state") == "done"
+        and not (service.spool.result(job_id).exists())
+    )
     opened = service.records.open(job_id, fields, replace_done=stale)
     return opened, service.records.get(job_id) or {}
 
 
-def _fields(
-    problem: str, name: str, params: dict[str, str], caller: Caller, *, size: str, uploaded: str
-) -> dict[str, str]:
+def _fields(params: dict[str, str], caller: Caller, *, size: str, uploaded: str) -> dict[str, str]:
+    """A new upload's record."""
     return {
-        "problem": problem, "name": name, "size": size, "lane": params["lane"],
-        "keep_going": params["keep_going"], "callback_url": params.get("callback_url", ""),
-        "owner": caller.name, "uploaded": uploaded,
-    }  # fmt: skip
+        "problem": params["problem"],
+        "name": params["name"],
+        "size": size,
+        "lane": params["lane"],
+        "keep_going": params["keep_going"],
+        "callback_url": params.get("callback_url", ""),
+        "owner": caller.name,
+        "uploaded": uploaded,
+    }
 
 
 def _check_length(request: Request, limit: int) -> None:
@@ -254,21 +295,16 @@ async def receive(
 def _open_job(
     service: Service, params: dict[str, str], received: Received, caller: Caller
 ) -> Response:
-    problem = get_problem(params["problem"])
-    keep_going = params["keep_going"] == "1"
     job_id = _job_id(params, received.sha256)
     name = params.get("name") or _file_name(received.filename) or f"{job_id}.in"
-    fields = _fields(problem.name, name, params, caller, size=str(received.size), uploaded="1")
-    opened, record = _open_record(service, job_id, fields)
+    params = {**params, "name": name}
+    opened, record = _open_record(
+        service, job_id, _fields(params, caller, size=str(received.size), uploaded="1")
+    )
     if not opened:
         return JSONResponse(_known(service, record, caller), 200)
     service.spool.keep(received, job_id)
-    token = service.records.event("created", job_id, {"problem": problem.name, "name": name})
-    service.runners.submit(Upload(job_id, problem.name, name, keep_going, params["lane"],
-                                  params.get("callback_url") or None))  # fmt: skip
-    body = job_view(service, service.records.get(job_id) or {})
-    body["links"]["events"] = f"/v1/events?since={token}"
-    return JSONResponse(body, 201, headers={"Location": f"/v1/jobs/{job_id}"})
+    return _created(service, job_id, _start(service, job_id, params))
 
 
 def _file_name(filename: str | None) -> str:

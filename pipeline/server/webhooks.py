@@ -103,9 +103,12 @@ class Delivery:
 
     @classmethod
     def of(
-        cls, url: str, event: str, payload: dict[str, Any],
+        cls,
+        url: str,
+        event: str,
+        payload: dict[str, Any],
         on_attempt: Callable[[dict[str, Any]], None],
-    ) -> Delivery:  # fmt: skip
+    ) -> Delivery:
         body = json.dumps({"event": event, **payload}, separators=(",", ":")).encode()
         state = {"state": "pending", "attempts": 0, "delivery": str(uuid.uuid4())}
         return cls(url, event, body, on_attempt, state)
@@ -170,9 +173,12 @@ class Outbox:
             threading.Thread(target=self._send, name=f"gamebatch-webhook-{i}", daemon=True).start()
 
     def post(
-        self, url: str, event: str, payload: dict[str, Any],
+        self,
+        url: str,
+        event: str,
+        payload: dict[str, Any],
         on_attempt: Callable[[dict[str, Any]], None],
-    ) -> None:  # fmt: skip
+    ) -> None:
         """Queue a callback (never waits); its state is reported as in `deliver`."""
         delivery = Delivery.of(url, event, payload, on_attempt)
         with self._ready:
@@ -208,8 +214,9 @@ class Outbox:
                 if pause is None:
                     self._accepted -= 1
                 else:
-                    heapq.heappush(self._due, (time.monotonic() + pause, next(self._order),
-                                               delivery))  # fmt: skip
+                    heapq.heappush(
+                        self._due, (time.monotonic() + pause, next(self._order), delivery)
+                    )
                     self._ready.notify()
 
 
@@ -218,9 +225,12 @@ _outbox_lock = threading.Lock()
 
 
 def send(
-    url: str, event: str, payload: dict[str, Any], settings: ServerSettings,
+    url: str,
+    event: str,
+    payload: dict[str, Any],
+    settings: ServerSettings,
     on_attempt: Callable[[dict[str, Any]], None],
-) -> None:  # fmt: skip
+) -> None:
     """Queue a callback in this process's outbox (started on first use)."""
     with _outbox_lock:
         outbox = _outboxes.get(os.getpid())
@@ -246,8 +256,13 @@ def _post(url: str, event: str, body: bytes, delivery: str, settings: ServerSett
         SIGNATURE_HEADER: signature(settings.webhook_secret or "", int(time.time()), body),
     }
     target = urlunsplit(parts._replace(netloc=f"{literal}:{port}"))
-    with httpx.Client(timeout=settings.webhook_timeout, follow_redirects=False,
-                      trust_env=False) as client:  # fmt: skip
-        response = client.post(target, content=body, headers=headers,
-                               extensions={"sni_hostname": host} if https else {})  # fmt: skip
+    with httpx.Client(
+        timeout=settings.webhook_timeout, follow_redirects=False, trust_env=False
+    ) as client:
+        response = client.post(
+            target,
+            content=body,
+            headers=headers,
+            extensions={"sni_hostname": host} if https else {},
+        )
     return response.status_code
