@@ -35,12 +35,14 @@ class Server:
         self.url = f"http://127.0.0.1:{self.port}"
         self.token = secrets.token_urlsafe(24)
         self.reader = secrets.token_urlsafe(24)
+        self.other = secrets.token_urlsafe(24)  # may submit, as another owner than "admin"
         (self.dir / "token").write_text(self.token + "\n")
         server = {
             "spool_dir": str(self.dir / "spool"), "runners": 1,
             "webhook_secret": WEBHOOK_SECRET, "webhook_hosts": ["127.0.0.1"],
             "webhook_private_networks": ["127.0.0.0/8"],
-            "tokens": [{"name": "reader", "sha256": digest(self.reader), "scopes": ["read"]}],
+            "tokens": [{"name": "reader", "sha256": digest(self.reader), "scopes": ["read"]},
+                       {"name": "other", "sha256": digest(self.other), "scopes": ["submit"]}],
             **settings.pop("server", {}),
         }  # fmt: skip
         config = {"server": server, "poll_interval": 0.02, **settings}
@@ -82,7 +84,8 @@ class Server:
             terminate(self.process, 10)
 
     def client(self, token: str | None = "admin") -> httpx.Client:
-        secret = {"admin": self.token, "reader": self.reader}.get(token or "", token)
+        known = {"admin": self.token, "reader": self.reader, "other": self.other}
+        secret = known.get(token or "", token)
         headers = {"Authorization": f"Bearer {secret}"} if secret else {}
         return httpx.Client(base_url=self.url, headers=headers, timeout=60)
 

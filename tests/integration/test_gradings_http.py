@@ -146,7 +146,7 @@ def test_hostile_archives_are_refused_and_leave_nothing(
     client.close()
 
 
-def test_a_grading_with_a_bad_test_fails_with_the_cli_message_and_cancel_works(
+def test_a_grading_with_a_bad_test_fails_with_the_cli_message_or_grades_the_rest(
     server: Server,
 ) -> None:
     files = {**_contest(), "tests/t1.in": b"2\n1 1\nab\n"}
@@ -178,6 +178,9 @@ def test_a_grading_can_be_cancelled_by_its_owner(tmp_path: Path, redis_server: R
                 time.sleep(0.05)
             with running.client("reader") as reader:
                 assert reader.delete(f"/v1/gradings/{grading}").status_code == 403
+            with running.client("other") as other:  # may cancel, but not another's grading
+                refused = other.delete(f"/v1/gradings/{grading}")
+                assert refused.status_code == 403 and "owner" in refused.json()["error"]
             cancelled = http.delete(f"/v1/gradings/{grading}")
             assert cancelled.status_code == 200 and cancelled.json()["state"] == "cancelled"
             assert http.delete(f"/v1/gradings/{grading}").status_code == 409

@@ -384,7 +384,9 @@ def test_cancel_stops_a_job_and_keeps_it_cancelled(
                             content=_text(STRGAME, 5).encode())  # fmt: skip
             assert "unfinished" in _json_error(full, 503) and full.headers["retry-after"]
             with running.client("reader") as reader:
-                _json_error(reader.delete(f"/v1/jobs/{job}"), 403)
+                assert "submit" in _json_error(reader.delete(f"/v1/jobs/{job}"), 403)
+            with running.client("other") as other:  # may cancel, but not another's job
+                assert "owner" in _json_error(other.delete(f"/v1/jobs/{job}"), 403)
             cancelled = http.delete(f"/v1/jobs/{job}")
             assert cancelled.status_code == 200 and cancelled.json()["state"] == "cancelled"
             _json_error(http.delete(f"/v1/jobs/{job}"), 409)
