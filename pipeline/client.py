@@ -129,11 +129,15 @@ class Client:
                 yield token, json.loads(data)
 
     def download(self, job: dict[str, Any], output: Path | TextIO | None) -> None:
-        """The result, checked against its SHA-256, written whole or not at all."""
-        expected = job.get("result_sha256", "")
+        """The result, checked against its SHA-256 and size, written whole or not at all."""
+        expected, size = job.get("result_sha256"), job.get("result_bytes")
+        if not isinstance(expected, str) or len(expected) != 64:
+            raise GamebatchError(
+                f"the server named no checksum of {job['id']}'s result: not written"
+            )
 
         def fill(out: TextIO) -> None:
-            digest = hashlib.sha256()
+            digest, got = hashlib.sha256(), 0
             decoder = codecs.getincrementaldecoder("utf-8")()
             with self.http.stream(
                 "GET", job["links"]["result"], timeout=httpx.Timeout(30.0, read=120.0)
@@ -141,8 +145,9 @@ class Client:
                 _raise_for(response)
                 for block in response.iter_bytes():
                     digest.update(block)
+                    got += len(block)
                     out.write(decoder.decode(block))
-            if expected and digest.hexdigest() != expected:
+            if digest.hexdigest() != expected or (isinstance(size, int) and got != size):
                 raise GamebatchError(f"the result of {job['id']} arrived damaged; try again")
 
         try:

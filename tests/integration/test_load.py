@@ -1,5 +1,4 @@
-"""Load: many jobs at once from many clients, thousands of finished jobs kept, and a Redis
-at maxmemory."""
+"""Load: many jobs at once from many clients, and thousands of finished jobs kept."""
 
 from __future__ import annotations
 
@@ -120,3 +119,33 @@ def test_a_thousand_small_jobs_from_twenty_clients(
     # every job's keys expire after result_ttl, without anyone deleting them
     left = [client.pttl(key) for key in client.scan_iter("gb:job:*", count=1000)]
     assert left and all(0 < ms <= 600_000 for ms in left), "a job key that never expires"
+
+
+def test_a_redis_at_maxmemory_is_one_line_and_the_job_finishes_once_it_has_room(
+    tmp_path: Path, workers: Workers
+) -> None:
+    """A Redis that evicts nothing fills up with a big input's chunks: the command ends with
+    one line saying so (no traceback, no result file), and the same command finishes the
+    job once Redis has room."""
+    problem = get_problem("strgame")
+    path = tmp_path / "big.in"
+    path.write_text(input_text(problem, random_cases(problem, "random", 4000, 1000, seed=3)))
+    server = RedisServer(tmp_path / "redis", extra="maxmemory 3mb\n").start()
+    out = tmp_path / "big.out"
+    command = [sys.executable, "-m", "pipeline.cli", "solve", "-q", "-p", "strgame", str(path),
+               "-o", str(out), "--broker", server.url]  # fmt: skip
+    try:
+        full = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False,
+                              env=command_env(GAMEBATCH_CHUNK__WINDOW="0"))  # fmt: skip
+        assert full.returncode == 1 and full.stderr.count("\n") == 1, full.stderr
+        assert "Redis is full" in full.stderr and not out.exists()
+        with redis.Redis.from_url(server.url) as client:
+            client.config_set("maxmemory", "0")
+        workers.url = server.url
+        workers.start(concurrency=1)
+        again = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False,
+                               env=command_env())  # fmt: skip
+        assert again.returncode == 0, again.stderr
+        assert out.read_text() == answers(problem, path.read_text())
+    finally:
+        server.stop()
