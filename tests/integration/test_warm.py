@@ -8,6 +8,7 @@ import os
 import re
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -150,6 +151,25 @@ def test_the_callers_limits_hold_in_the_service(warm: Warm, tmp_path: Path) -> N
     assert here == there and here[0] == 1 and "File too large" in here[1], (here, there)
     warm.wait_for_commands(before + 1)
     assert not (tmp_path / "here.out").exists() and not (tmp_path / "there.out").exists()
+
+
+def test_the_socket_is_the_owners_and_the_callers_umask_holds(warm: Warm, tmp_path: Path) -> None:
+    """Only the folder's user may connect (the socket is 0600); a result written by the
+    service for a caller gets the mode the caller's umask gives."""
+    path = tmp_path / "x.in"
+    path.write_text("1\n1 1\na\n")
+    assert warm.run("solve", "-q", "-p", "strgame", str(path))[0] == 0
+    warm.wait_until_serving()
+    assert stat.S_IMODE((warm.folder / SOCKET_NAME).stat().st_mode) == 0o600
+    before = warm.commands_run()
+    for mask, mode in (("077", 0o600), ("022", 0o644)):
+        out = tmp_path / f"{mask}.out"
+        script = f'umask {mask}; exec "{sys.executable}" -m pipeline.launch solve -q -p strgame'
+        done = subprocess.run(["bash", "-c", f"{script} {path} -o {out}"], env=warm.env,
+                              capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert stat.S_IMODE(out.stat().st_mode) == mode, (mask, oct(out.stat().st_mode))
+    warm.wait_for_commands(before + 2)  # both ran in the service
 
 
 def test_signals_reach_the_command_and_a_killed_caller_stops_it(warm: Warm, tmp_path: Path) -> None:
