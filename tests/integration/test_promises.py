@@ -168,3 +168,22 @@ def test_a_second_keep_going_run_never_hides_the_invalid_cases(
     found = store.invalid(first.job_id)
     assert [e.split(": ")[1] for e in found] == ["case 1501", "case 3001"], found
     store.close()
+
+
+def test_keep_going_keeps_one_line_per_case_when_a_case_cannot_be_delimited(
+    tmp_path: Path, redis_server: RedisServer, workers: Workers
+) -> None:
+    """A count that is no number: the cases after it cannot be found, and each still gets
+    its line (INVALID), so that line i of the result stays case i."""
+    workers.start(concurrency=1)
+    path = tmp_path / "lost.in"
+    path.write_text("4\n1 1\na\nx 1\nab\n1 1\nb\n1 1\nab\n")
+    out = tmp_path / "lost.out"
+    result = gamebatch("solve", "-q", "-p", "strgame", str(path), "-o", str(out),
+                       "--keep-going", "--broker", redis_server.url)  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    first = answers(get_problem("strgame"), "1\n1 1\na\n").strip()
+    assert out.read_text().splitlines() == [first, "INVALID", "INVALID", "INVALID"]
+    errors = Path(f"{out}.errors").read_text().splitlines()
+    assert errors[0].startswith(f"{path}:4: case 2: n (the number of strings)")
+    assert errors[1] == f"{path}: cases 3-4 not read: the file cannot be followed past case 2"
