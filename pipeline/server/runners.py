@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import itertools
 import json
 import logging
 import multiprocessing
@@ -57,32 +58,54 @@ class Task(Protocol):
 
 
 class RunnerPool:
-    """`count` runner processes that take uploads in order, each following `per_runner`."""
+    """`count` runner processes that take uploads in turn, each following `per_runner`; each
+    has a queue of its own (a runner killed in the middle of a read of a shared queue would
+    leave its lock held for the others)."""
 
     def __init__(self, settings: Settings, spool: Spool, server: str) -> None:
         self._context = multiprocessing.get_context("spawn")
-        self._queue: Any = self._context.Queue()
-        self._processes = [
-            self._context.Process(
-                target=_serve,
-                args=(settings, spool.root, server, self._queue, os.getpid()),
-                name=f"gamebatch-runner-{i}",
-                daemon=True,
-            )
-            for i in range(settings.server.runners)
-        ]
+        self._args = (settings, spool.root, server)
+        self._queues: list[Any] = []
+        self._processes = [self._process(i) for i in range(settings.server.runners)]
+        self._turn = itertools.count()
+
+    def _process(self, i: int) -> Any:
+        queue = self._context.Queue()
+        if i < len(self._queues):
+            self._queues[i].close()
+            self._queues[i] = queue
+        else:
+            self._queues.append(queue)
+        return self._context.Process(
+            target=_serve,
+            args=(*self._args, queue, os.getpid()),
+            name=f"gamebatch-runner-{i}",
+            daemon=True,
+        )
 
     def start(self) -> None:
         for process in self._processes:
             process.start()
 
     def submit(self, upload: Task) -> None:
-        """Hand an upload (or a grading) to the first free runner."""
-        self._queue.put(upload)
+        """Hand an upload (or a grading) to the next runner in turn."""
+        self._queues[next(self._turn) % len(self._queues)].put(upload)
 
     def alive(self) -> bool:
         """Whether every runner process still runs."""
         return all(process.is_alive() for process in self._processes)
+
+    def heal(self) -> list[int]:
+        """Start a runner in the place of each one that died; the pids of those that died
+        (the jobs they followed are to be handed out again)."""
+        dead = []
+        for i, process in enumerate(self._processes):
+            if process.pid is not None and not process.is_alive():
+                process.join(0)
+                dead.append(process.pid)
+                self._processes[i] = self._process(i)
+                self._processes[i].start()
+        return dead
 
     def close(self) -> None:
         """Stop the runners (jobs they follow resume when the server starts again)."""
@@ -91,7 +114,8 @@ class RunnerPool:
                 process.terminate()
         for process in self._processes:
             process.join(5)
-        self._queue.close()
+        for queue in self._queues:
+            queue.close()
 
 
 def _serve(settings: Settings, root: Path, server: str, queue: Any, parent: int) -> None:
@@ -119,7 +143,7 @@ def run_job(settings: Settings, records: Records, spool: Spool, upload: Upload) 
         return
     ended: tuple[str, dict[str, Any]] | None
     try:
-        records.update(job_id, state="producing")
+        records.update(job_id, state="producing", runner=os.getpid())
         ended = _solve(settings, records, spool, upload)
     except JobCancelled:  # over HTTP (recorded already) or by `gamebatch cancel`
         cancelled = (records.get(job_id) or {}).get("state") == "cancelled"

@@ -5,10 +5,14 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import os
+import signal
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+
+import redis
 
 from pipeline.jobstore import JobStore
 from pipeline.local.redis_server import RedisServer
@@ -159,4 +163,34 @@ def test_a_job_cancelled_from_the_command_line_is_cancelled_over_http_too(
             listing = http.get("/v1/jobs").json()
             assert listing["finished_states"] == ["cancelled", "done", "failed"]
     finally:
+        running.stop()
+
+
+def test_a_runner_that_dies_is_replaced_and_its_jobs_finish(
+    tmp_path: Path, redis_server: RedisServer, workers: Workers
+) -> None:
+    """A runner process killed while it follows a job: the server starts another, hands it
+    the job, and the job ends done with its exact result."""
+    text = _text("abab")
+    running = Server(tmp_path, redis_server.url, chunk={"max_cases": 50}, server={"runners": 1})
+    running.start(wait_healthy=False)  # no worker yet: the runner waits for the job
+    client = redis.Redis.from_url(redis_server.url, decode_responses=True)
+    try:
+        with running.client() as http:
+            job_id = http.put("/v1/jobs", params={"problem": "strgame"}, content=text).json()["id"]
+            deadline = time.monotonic() + 30
+            while not client.hget(f"gb:api:job:{job_id}", "runner"):
+                assert time.monotonic() < deadline, "no runner took the job"
+                time.sleep(0.02)
+            runner = int(client.hget(f"gb:api:job:{job_id}", "runner") or 0)
+            os.kill(runner, signal.SIGKILL)
+            workers.start(concurrency=1)
+            assert wait_until_ended(http, job_id)["state"] == "done"
+            assert http.get(f"/v1/jobs/{job_id}/result").text == answers(STRGAME, text.decode())
+            assert client.hget(f"gb:api:job:{job_id}", "runner") != str(runner)
+            health = http.get("/healthz").json()
+            assert health["runners"] is True, health
+        assert "died: started another" in running.log.read_text()
+    finally:
+        client.close()
         running.stop()
