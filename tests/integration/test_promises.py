@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -187,3 +188,32 @@ def test_keep_going_keeps_one_line_per_case_when_a_case_cannot_be_delimited(
     errors = Path(f"{out}.errors").read_text().splitlines()
     assert errors[0].startswith(f"{path}:4: case 2: n (the number of strings)")
     assert errors[1] == f"{path}: cases 3-4 not read: the file cannot be followed past case 2"
+
+
+def test_gamebatch_worker_starts_celery_again_when_it_dies(
+    tmp_path: Path, redis_server: RedisServer, workers: Workers
+) -> None:
+    """The Celery worker under `gamebatch worker` killed outright: it is started again, and
+    a job queued afterwards is solved."""
+    supervisor = workers.start(concurrency=1)
+    log = tmp_path / "worker-0.log"
+    celery = _child_of(supervisor.pid)
+    os.kill(celery, signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while log.read_bytes().count(b"ready.") < 2:
+        assert supervisor.poll() is None and time.monotonic() < deadline, log.read_text()[-2000:]
+        time.sleep(0.05)
+    assert b"starting it again" in log.read_bytes()
+    path = _big(tmp_path, cases=200)
+    out = tmp_path / "r.out"
+    solved = gamebatch("solve", "-q", "-p", "strgame", str(path), "-o", str(out),
+                       "--broker", redis_server.url)  # fmt: skip
+    assert solved.returncode == 0, solved.stderr
+    assert out.read_text() == answers(get_problem("strgame"), path.read_text())
+
+
+def _child_of(pid: int) -> int:
+    """The one child process of `pid` (from /proc)."""
+    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    assert len(children) == 1, children
+    return int(children[0])
