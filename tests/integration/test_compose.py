@@ -138,7 +138,8 @@ def test_the_image_is_built_with_the_c_kernel(tmp_path: Path) -> None:
         cwd=tmp_path, capture_output=True, text=True, check=False,
     )  # fmt: skip
     assert built.returncode == 0, built.stderr
-    assert list((tmp_path / "games").glob("_trie*.so"))
+    for kernel in ("_trie", "_pathgame"):
+        assert list((tmp_path / "pipeline" / "games").glob(f"{kernel}*.so")), kernel
 
 
 def _built(folder: str, names: list[str]) -> list[str]:
