@@ -10,6 +10,7 @@ import stat
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Protocol
@@ -108,7 +109,7 @@ def submit(
     yet whole (an upload); messages call the file `name`. With `file_payloads`, chunks name
     their place in a regular (or `spooled`: only appended to) file instead of its bytes.
     """
-    digest = source.digest if source is not None else checksum(path)
+    plan, digest = _first_reading(problem, path, settings, source, keep_going)
     job_id = job_id_for(problem, digest, keep_going)
     fields = _manifest(problem, path, settings, lane)
     token = f"{this_process()}:{secrets.token_hex(8)}"
@@ -120,38 +121,148 @@ def submit(
     if window:
         run.window = Window(store, job_id, settings, on_progress, chunks=window)
     with _Renewal(store, job_id, token, CLAIM_SECONDS), _Owned(store, run, path):
-        _read_all(
-            run,
-            path,
-            digest=digest,
-            settings=settings,
-            manifest=claimed,
-            source=source,
-            name=name or str(path),
-            spooled=spooled,
-        )
+        if plan is not None and plan.fits(claimed):
+            run.queue_places(path, plan.pieces or [])
+        else:
+            given = _Input(path, source, name or str(path), spooled)
+            _read_all(run, given, digest, settings, claimed)
         _finish_production(store, job_id, run)
     return Submitted(job_id, path, run.total, run.chunks, run.queued, keep_going)
 
 
+@dataclass(frozen=True)
+class _Piece:
+    """A chunk as its place in the input file, and the digest of its bytes there."""
+
+    index: int
+    first: int
+    count: int
+    offset: int
+    length: int
+    digest: str
+
+    @property
+    def name(self) -> str:
+        """What the chunk's answers are named by (as _Production._queue_slice names them)."""
+        return f"{self.digest}:{self.first}:{self.count}:{self.length}"
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """A regular file read once, for workers that read it themselves: its SHA-256, and its
+    chunks as places in it, as cut with `cut` (None when the C scanner deferred)."""
+
+    digest: str
+    cut: tuple[int, int]
+    pieces: list[_Piece] | None
+
+    def fits(self, manifest: dict[str, str]) -> bool:
+        """Whether the job cuts its chunks as this plan did."""
+        wanted = (int(manifest["target_work"]), int(manifest["max_cases"]))
+        return self.pieces is not None and wanted == self.cut
+
+
+def _first_reading(
+    problem: Problem, path: Path, settings: Settings, source: Source | None, keep_going: bool
+) -> tuple[_Plan | None, str]:
+    """The input's SHA-256, and its plan when it is read once only: a regular file whose
+    workers read its chunks from it (they check each chunk's digest), cut by the game's C
+    scanner. The bytes the job is named by are then the very bytes its chunks were cut from."""
+    if source is not None:
+        return None, source.digest
+    plain = not keep_going and scanner(problem) is not None and bool(settings.file_payloads)
+    if not (plain and _regular(path)):
+        return None, checksum(path)
+    plan = _plan(problem, path, settings)
+    return plan, plan.digest
+
+
+def _plan(problem: Problem, path: Path, settings: Settings) -> _Plan:
+    """Hash the file, and cut it into chunks on the way (see _plans)."""
+    scan, limits = scanner(problem), settings.limits
+    cut = (settings.chunk.target_work, settings.chunk.max_cases)
+    assert scan is not None
+    try:
+        with path.open("rb") as raw, _HashedAside(raw) as stream:
+            try:
+                pieces: list[_Piece] | None = [
+                    _Piece(p.index, p.first, p.count, p.offset, len(p.data), digest_of(p.data))
+                    for p in slice_chunks(
+                        scan, stream, Limits(*cut, limits.max_token_bytes, limits.max_file_bytes)
+                    )
+                ]
+            except Deferred:  # the Python reader judges it, in a second reading
+                pieces = None
+            return _Plan(stream.rest_digest(), cut, pieces)
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror}") from None
+
+
+@dataclass(frozen=True)
+class _Input:
+    """An input as `submit` was given it."""
+
+    path: Path
+    source: Source | None
+    name: str  # as messages call it
+    spooled: bool
+
+
+class _HashedAside:
+    """A binary stream whose SHA-256 is computed by a thread of its own, block after block,
+    while the reader scans them (hashlib lets go of the GIL): the plan's one reading costs
+    the time of the slower of the two, on a machine whose workers have nothing to do yet."""
+
+    IN_FLIGHT = 4  # blocks read but not hashed yet, at most
+
+    def __init__(self, stream: BinaryIO) -> None:
+        self._stream = stream
+        self._hash = hashlib.sha256()
+        self._pending: list[Future[None]] = []
+        self._thread = ThreadPoolExecutor(1, thread_name_prefix="gamebatch-hash")
+
+    def read(self, size: int = -1, /) -> bytes:
+        """Read; the bytes are hashed aside."""
+        data = self._stream.read(size)
+        if data:
+            self._pending.append(self._thread.submit(self._hash.update, data))
+            while len(self._pending) > self.IN_FLIGHT:
+                self._pending.pop(0).result()
+        return data
+
+    def rest_digest(self) -> str:
+        """The SHA-256 of every byte of the stream (reading what the reader left)."""
+        while self.read(1 << 20):
+            pass
+        for done in self._pending:
+            done.result()
+        self._pending.clear()
+        return self._hash.hexdigest()
+
+    def __enter__(self) -> _HashedAside:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._thread.shutdown(wait=True, cancel_futures=True)
+
+
 def _read_all(
-    run: _Production,
-    path: Path,
-    *,
-    digest: str,
-    settings: Settings,
-    manifest: dict[str, str],
-    source: Source | None,
-    name: str,
-    spooled: bool,
+    run: _Production, given: _Input, digest: str, settings: Settings, manifest: dict[str, str]
 ) -> None:
     """The production's whole reading of its input, with the chunk sizes of its manifest."""
+    path, source = given.path, given.source
     opener = source.open if source is not None else lambda _: path.open("rb")
     verified = bool(getattr(source, "verified", False))
-    target_work, max_cases = int(manifest["target_work"]), int(manifest["max_cases"])
-    cut = (target_work, max_cases)
+    cut = (int(manifest["target_work"]), int(manifest["max_cases"]))
     run.read(
-        path, digest, settings, *cut, opener=opener, name=name, spooled=spooled, verified=verified
+        path,
+        digest,
+        settings,
+        *cut,
+        opener=opener,
+        name=given.name,
+        spooled=given.spooled,
+        verified=verified,
     )
 
 
@@ -365,6 +476,14 @@ class _Production:
             _check_digest(stream, digest, name)
         # an error after the last case
         self.store.add_invalid(self.job_id, self.invalid, self.token)
+
+    def queue_places(self, path: Path, pieces: list[_Piece]) -> None:
+        """Queue the chunks of a plan (see _plan): places in the file, each with its digest."""
+        self.file, self.name = str(path.resolve()), str(path)
+        for piece in pieces:
+            place = (self.file, piece.offset, piece.length, piece.digest)
+            payload = FilePayload(self.problem.name, piece.first, piece.count, *place)
+            self._put(piece.index, piece.count, piece.name, payload.encode)
 
     def _queue(self, chunk: Chunk) -> None:
         payload = ChunkPayload(self.problem.name, chunk.first, chunk.cases).encode()

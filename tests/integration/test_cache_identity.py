@@ -68,8 +68,9 @@ def test_a_write_through_a_shared_mapping_is_caught_while_read_and_after(
     tmp_path: Path, redis_server: RedisServer
 ) -> None:
     """A write through a shared mapping to pages already dirty changes no stat field: the
-    bytes are what is checked, by the producer as it reads them and by the worker that reads
-    a chunk's place in the file. A pristine copy then gets its own answers."""
+    bytes are what is checked, by the producer as it reads them (again, to send them) and by
+    the worker that reads a chunk's place in the file. A pristine copy then gets its own
+    answers."""
     problem = get_problem("strgame")
     path = tmp_path / "b.in"
     original = _text("a" * 127)
@@ -77,6 +78,7 @@ def test_a_write_through_a_shared_mapping_is_caught_while_read_and_after(
     store = JobStore.from_url(redis_server.url)
     settings = load_settings(broker_url=redis_server.url, chunk={"target_work": 50_000},
                              file_payloads=True)  # fmt: skip
+    in_redis = settings.model_copy(update={"file_payloads": False})  # read twice, bytes sent
     with path.open("r+b") as file, mmap.mmap(file.fileno(), 0) as mapped:
         mapped[:] = original  # every page dirty now: later writes change no time
         time.sleep(2.1)  # the file looks settled (older than two seconds)
@@ -87,7 +89,7 @@ def test_a_write_through_a_shared_mapping_is_caught_while_read_and_after(
                 mapped[:] = _text("a" * 126 + " ")  # same size, other answers
 
         with pytest.raises(UsageError, match=r"b\.in: the file changed while it was read"):
-            producer.submit(problem, path, store, rewrite_in_place, settings)
+            producer.submit(problem, path, store, rewrite_in_place, in_redis)
         assert os.stat(path).st_mtime_ns == stat_before.st_mtime_ns, "the mapping moved mtime"
         assert store.jobs() == [] and store.client.dbsize() == 0, "something of the job was kept"
 

@@ -320,6 +320,31 @@ def _submitted_by_reference(problem: Any, path: Path) -> tuple[MemoryStore, str,
     return store, done.job_id, sent
 
 
+@pytest.mark.parametrize("game", ["strgame", "pathgame"])
+def test_a_file_whose_workers_read_it_is_read_once(
+    tmp_path: Path, game: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Hashed and cut in one reading, its chunks queued as places in it; a job whose chunks
+    were cut otherwise (other chunk settings) is read again with its own."""
+    problem = _problem(game)
+    path = _input(tmp_path, problem, 60)
+    real_read_all = producer._read_all
+    readings: list[str] = []
+    monkeypatch.setattr(producer, "_read_all", lambda *a: readings.append("again") or
+                        real_read_all(*a))  # fmt: skip
+    store, job, sent = _submitted_by_reference(problem, path)
+    assert readings == [] and len(sent) > 2
+    reader = Policy(holder="t", file_payloads=True)
+    assert {run_chunk(store, job, i, reader) for i in sent} == {Outcome.SOLVED}
+    expected = "".join(str(problem.solve(case)) for case in parse(problem, path.read_bytes()))
+    assert "".join(store.iter_answers(job, len(sent))) == expected
+    other = load_settings(chunk={"target_work": 900}, file_payloads=True)
+    fresh = MemoryStore()
+    fresh.open_job(job, {"problem": game, "target_work": 300, "max_cases": 200_000})
+    again = submit(problem, path, fresh, lambda j, i: None, other)
+    assert readings == ["again"] and again.chunks == len(sent)  # the job's own cut
+
+
 def test_chunks_name_their_place_in_the_file_when_workers_read_it(tmp_path: Path) -> None:
     problem = _problem("pathgame")
     path = _input(tmp_path, problem, 50)
