@@ -546,7 +546,7 @@ def compile_bytecode() -> None:
     """Write the project's bytecode, as `pip install` does for an installed package: run from
     the source tree with PYTHONDONTWRITEBYTECODE set (as on these machines), every command
     would compile its modules again at start (about 0.1-0.25 s)."""
-    for package in ("pipeline", "workers", "games", "benchmarks", "tests"):
+    for package in ("pipeline", "workers", "benchmarks", "tests"):
         compileall.compile_dir(ROOT / package, quiet=1)
 
 

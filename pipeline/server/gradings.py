@@ -250,7 +250,7 @@ def run_grading(settings: Settings, records: Records, spool: Spool, task: Gradin
         fields = _grade(settings, spool, task)
         state = "done"
     except GamebatchError as exc:
-        state, fields = "failed", {"error": str(exc)}
+        state, fields = "failed", {"error": in_archive(str(exc), spool, task.grading_id)}
     except Exception as exc:
         log.exception("grading %s", task.grading_id)
         state, fields = "failed", {"error": f"internal error: {type(exc).__name__}"}
@@ -297,4 +297,13 @@ def _grade(settings: Settings, spool: Spool, task: GradingTask) -> dict[str, str
         "cases_wrong": run.wrong_cases,
         **({"invalid_tests": run.found.broken} if run.found.broken else {}),
     }
-    return {"summary": json.dumps(summary), "notes": json.dumps(unpacked_notes + notes)}
+    shown = in_archive(json.dumps(summary), spool, task.grading_id)
+    notes_shown = in_archive(json.dumps(unpacked_notes + notes), spool, task.grading_id)
+    return {"summary": shown, "notes": notes_shown}
+
+
+def in_archive(text: str, spool: Spool, grading_id: str) -> str:
+    """A message with the grading's files named as in the archive (`tests/t1.in`), never by
+    their place in the server's spool."""
+    root = str(folder(spool, grading_id) / "files") + os.sep
+    return text.replace(json.dumps(root)[1:-1], "").replace(root, "")

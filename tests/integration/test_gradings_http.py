@@ -155,6 +155,8 @@ def test_a_grading_with_a_bad_test_fails_with_the_cli_message_or_grades_the_rest
                             content=_tar_gz(files)).json()["id"]  # fmt: skip
         ended = _ended(http, grading)
         assert ended["state"] == "failed" and "t1.in:3: case 2:" in ended["error"], ended
+        assert ended["error"].startswith("tests/t1.in:3:"), ended  # as in the archive
+        assert str(server.spool) not in json.dumps(ended), ended  # never the server's folders
         kept = http.post("/v1/gradings", params={"problem": "strgame", "keep_going": "1"},
                          content=_tar_gz(files)).json()["id"]  # fmt: skip
         assert kept == f"{grading}-keep-going"
