@@ -101,13 +101,14 @@ def submit(
 ) -> Submitted:
     """Validate and queue every chunk without answers; reuse a finished earlier run.
 
-    A job is named by the SHA-256 of its input, hashed again as it is read: its answers are
-    never of other bytes. One producer at a time reads a job's input (another waits, or takes
-    over from a dead one); answered chunks are reused only for the very same bytes.
-    `window` > 0 bounds the chunks of this run in flight. Bad input removes the job and raises
-    InputError, unless `keep_going` (invalid cases are recorded). A `source` is an input not
-    yet whole (an upload); messages call the file `name`. With `file_payloads`, chunks name
-    their place in a regular (or `spooled`: only appended to) file instead of its bytes.
+    A job is named by the SHA-256 of the very bytes its chunks are cut from (a file read
+    twice is hashed both times): its answers are never of other bytes. One producer at a
+    time reads a job's input (another waits, or takes over from a dead one); answered
+    chunks are reused only for the very same bytes. `window` > 0 bounds the chunks of this
+    run in flight. Bad input removes the job and raises InputError, unless `keep_going`
+    (invalid cases are recorded). A `source` is an input not yet whole (an upload);
+    messages call the file `name`. With `file_payloads`, chunks name their place in a
+    regular (or `spooled`: only appended to) file instead of carrying its bytes.
     """
     plan, digest = _first_reading(problem, path, settings, source, keep_going)
     job_id = job_id_for(problem, digest, keep_going)
@@ -178,7 +179,7 @@ def _first_reading(
 
 
 def _plan(problem: Problem, path: Path, settings: Settings) -> _Plan:
-    """Hash the file, and cut it into chunks on the way (see _plans)."""
+    """Hash the file, and cut it into chunks on the way (see _first_reading)."""
     scan, limits = scanner(problem), settings.limits
     cut = (settings.chunk.target_work, settings.chunk.max_cases)
     assert scan is not None

@@ -13,6 +13,7 @@ import os
 import signal
 import threading
 import time
+from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +32,7 @@ from pipeline.server.records import Records
 from pipeline.server.spool import Spool
 
 log = logging.getLogger("gamebatch.server")
+SENT_KEPT = 10_000  # tasks a runner was handed that are remembered, should it die
 PROGRESS_EVERY = 1.0  # seconds between progress events of one job
 
 
@@ -67,6 +69,7 @@ class RunnerPool:
         self._args = (settings, spool.root, server)
         self._queues: list[Any] = []
         self._processes = [self._process(i) for i in range(settings.server.runners)]
+        self._sent = [deque[Task](maxlen=SENT_KEPT) for _ in self._processes]
         self._turn = itertools.count()
 
     def _process(self, i: int) -> Any:
@@ -89,15 +92,17 @@ class RunnerPool:
 
     def submit(self, upload: Task) -> None:
         """Hand an upload (or a grading) to the next runner in turn."""
-        self._queues[next(self._turn) % len(self._queues)].put(upload)
+        turn = next(self._turn) % len(self._queues)
+        self._sent[turn].append(upload)
+        self._queues[turn].put(upload)
 
     def alive(self) -> bool:
         """Whether every runner process still runs."""
         return all(process.is_alive() for process in self._processes)
 
     def heal(self) -> list[int]:
-        """Start a runner in the place of each one that died; the pids of those that died
-        (the jobs they followed are to be handed out again)."""
+        """Start a runner in the place of each one that died, and hand it again what was
+        handed to the dead one (what has ended since ends at once); the dead ones' pids."""
         dead = []
         for i, process in enumerate(self._processes):
             if process.pid is not None and not process.is_alive():
@@ -105,6 +110,9 @@ class RunnerPool:
                 dead.append(process.pid)
                 self._processes[i] = self._process(i)
                 self._processes[i].start()
+                lost, self._sent[i] = list(self._sent[i]), deque(maxlen=SENT_KEPT)
+                for task in lost:
+                    self.submit(task)
         return dead
 
     def close(self) -> None:

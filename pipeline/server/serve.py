@@ -75,7 +75,7 @@ def serve(settings: Settings, host: str, port: int, tokens: tuple[TokenSetting, 
         stop = threading.Event()
         keep = float(settings.server.keep_seconds)
         for target, args in (
-            (_heal, (c, records, spool, runners, stop)),
+            (_heal, (c, runners, stop)),
             (keep_sweeping, (records, spool, keep, stop)),
         ):
             threading.Thread(target=target, args=args, daemon=True).start()
@@ -208,21 +208,17 @@ def _resume_gradings(records: Records, spool: Spool, runners: RunnerPool) -> Non
         runners.submit(GradingTask.of_record(grading_id, record))
 
 
-def _resume(
-    records: Records, spool: Spool, runners: RunnerPool, of_runners: set[str] | None = None
-) -> None:
-    """Hand the runners again what a stopped server (or the runners `of_runners`, which
-    died) left unfinished: from the spooled input, or, when that is gone, end the job
-    failed with the reason."""
+def _resume(records: Records, spool: Spool, runners: RunnerPool) -> None:
+    """Hand the runners again what a stopped server left unfinished: from the spooled input,
+    or, when that is gone, end the job failed with the reason."""
     for job_id in records.pending():
         record = records.get(job_id)
-        if record is None or (of_runners is not None and record.get("runner") not in of_runners):
+        if record is None:
             continue
-        arriving = record.get("sha256") if of_runners and record.get("uploaded") == "0" else None
         if record.get("state") in ("done", "failed", "cancelled"):
             records.finish(job_id, record["state"])
             continue
-        if not spool.input(job_id).exists() or (record.get("uploaded") != "1" and not arriving):
+        if not spool.input(job_id).exists() or record.get("uploaded") != "1":
             records.finish(
                 job_id,
                 "failed",
@@ -239,14 +235,11 @@ def _resume(
                 record.get("keep_going") == "1",
                 record.get("lane", "auto"),
                 record.get("callback_url") or None,
-                arriving,
             )
         )
 
 
-def _heal(
-    c: service.Cluster, records: Records, spool: Spool, runners: RunnerPool, stop: threading.Event
-) -> None:
+def _heal(c: service.Cluster, runners: RunnerPool, stop: threading.Event) -> None:
     """Restart dead local workers (embedded default) and dead runners while the server runs;
     a dead runner's jobs go to the others."""
     while not stop.wait(1.0):
@@ -255,7 +248,6 @@ def _heal(
             dead = runners.heal()
             if dead:
                 log.warning("runner %s died: started another", ", ".join(map(str, dead)))
-                _resume(records, spool, runners, of_runners={str(pid) for pid in dead})
         except Exception:
             log.exception("restarting local workers or runners")
 

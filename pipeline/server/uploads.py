@@ -114,7 +114,7 @@ async def _upload_in_place(
         small = length.isdigit() and int(length) <= service.settings.interactive_max_bytes
         lane = "interactive" if small else "bulk"
     params = {**params, "lane": lane, "name": params.get("name") or f"{job_id}.in"}
-    fields = {**_fields(params, caller, size=length, uploaded="0"), "sha256": announced}
+    fields = _fields(params, caller, size=length, uploaded="0")
     opened, record = await run_in_threadpool(_open_record, service, job_id, fields)
     if not opened and record.get("uploaded") == "0":
         return await _beside_an_arriving_upload(service, request, params, announced, caller)
