@@ -1,6 +1,8 @@
 -- Store a chunk's payload for its job's one producer. A payload of other bytes than the
 -- chunk had drops the answers of those (they answer other cases), unless the job's chunk
 -- plan is final: then the producer read other bytes than the job's, and nothing is written.
+-- A final plan that has lost a chunk's digest (Redis lost data) is produced again: the job
+-- is producing until this producer, having checked every byte it read, finishes it.
 -- Returns 1 when stored, -1 when the caller is no longer the job's producer (or the job is
 -- gone or cancelled), -2 when the plan is final and the chunk's digest differs.
 -- KEYS[1] manifest   KEYS[2] payload   KEYS[3] sums   KEYS[4] answers   KEYS[5] producer
@@ -9,8 +11,12 @@
 if redis.call('GET', KEYS[5]) ~= ARGV[4] then return -1 end
 local state = redis.call('HGET', KEYS[1], 'state')
 if state == false or state == 'cancelled' then return -1 end
-if redis.call('HGET', KEYS[3], ARGV[1]) ~= ARGV[3] then
-  if state ~= 'producing' then return -2 end
+local old = redis.call('HGET', KEYS[3], ARGV[1])
+if old ~= ARGV[3] then
+  if state ~= 'producing' then
+    if old then return -2 end
+    redis.call('HSET', KEYS[1], 'state', 'producing')
+  end
   local codes = redis.call('HGET', KEYS[4], ARGV[1])
   if codes then
     redis.call('HDEL', KEYS[4], ARGV[1])

@@ -97,6 +97,9 @@ def test_one_producer_and_answers_of_the_bytes_in_force(store: tuple[Store, Adva
     assert s.put_chunk(JOB, 0, b"w", "d4", "p1") == Put.PLAN_DIFFERS  # the plan is final
     assert s.put_chunk(JOB, 0, b"z", "d3", "p1") == Put.STORED  # its own bytes again
     assert s.answered_digests(JOB) == {0: "d3"}
+    assert s.put_chunk(JOB, 1, b"v", "d9", "p1") == Put.STORED  # a digest Redis lost:
+    assert s.progress(JOB).state == JobState.PRODUCING  # type: ignore[union-attr]
+    assert s.finish_production(JOB, 1, 1, "p1") == JobState.RUNNING  # final again, checked
     advance(1.2)  # p1 did not renew: another may produce
     assert not s.renew_production(JOB, "p1", 1) and s.claim_production(JOB, "p2", 30)
     s.abandon_production(JOB, "p2")  # a final plan is kept, and its producer let go
