@@ -402,30 +402,23 @@ def _cmd_status(args: argparse.Namespace) -> int:
 
         return remote.status(args, url)
     from pipeline import service
+    from pipeline.jobview import status_lines
 
     settings = _settings(args, need_broker=False)
     if args.job:
         service.check_job_id(args.job)
     with service.cluster(settings, workers=False) as c:
-        ids = [args.job] if args.job else c.store.jobs()
-        found = c.store.progress_of(ids)
+        found = c.jobs.views([args.job] if args.job else None)
         alive = [] if args.job else service.workers_alive(c)
     if args.job and found[0] is None:
         raise UnknownJob(f"job {args.job} does not exist")
-    rows = [p.as_dict() for p in found if p is not None]
+    rows = [row for row in found if row is not None]
     if args.json:
         print(json.dumps(rows[0] if args.job else {"jobs": rows, "workers": alive}))
         return 0
     shown, hidden = (rows, 0) if args.job or args.all else _recent(rows)
     for row in shown:
-        total = "?" if row["total"] is None else row["total"]
-        line = f"{row['id']}  {row['state']:<9} {row['done']}/{total} cases"
-        if row["cases_per_second"] is not None:
-            seconds = row["answered"] - row["started"]
-            line += f"  {seconds:.1f} s, {row['cases_per_second']:,.0f} cases/s"
-        print(line)
-        for index, reason in row["failures"].items():
-            print(f"    chunk {index}: {reason}")
+        print("\n".join(status_lines(row)))
     if hidden:
         print(f"... and {hidden} earlier finished jobs (--all lists them)")
     if not args.job:
@@ -463,8 +456,11 @@ def _cmd_cancel(args: argparse.Namespace) -> int:
     settings = _settings(args, need_broker=False)
     service.check_job_id(args.job)
     with service.cluster(settings, workers=False) as c:
-        if not c.store.cancel(args.job, settings.result_ttl):
-            raise UnknownJob(f"job {args.job} does not exist")
+        cancel = c.jobs.cancel(args.job)
+    if not cancel.found:
+        raise UnknownJob(f"job {args.job} does not exist")
+    if cancel.ended:
+        raise GamebatchError(f"job {args.job} has already ended ({cancel.ended})")
     print(f"cancelled {args.job}")
     return 0
 

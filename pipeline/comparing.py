@@ -16,11 +16,11 @@ from itertools import accumulate
 from pathlib import Path
 from typing import BinaryIO
 
+from pipeline.connections import this_process
 from pipeline.errors import JobCancelled, JobFailed, JobLost, UsageError
 from pipeline.escape import shorten
 from pipeline.grading import SHOWN_CHARS
 from pipeline.jobstate import JobState
-from pipeline.jobstore import this_process
 from pipeline.messages import ComparePayload, Segment
 from pipeline.producer import Send, Window
 from pipeline.store import Store

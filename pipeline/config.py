@@ -136,7 +136,8 @@ class Settings(Section):
     lease_seconds: int = Field(30, gt=0)  # a running chunk's lease; lost leases are re-queued
     max_attempts: int = Field(3, gt=0)  # runs of a chunk before it fails as a poison chunk
     stall_seconds: float = Field(60, gt=0)  # no progress and an empty queue: re-queue chunks
-    # a command that starts while the sentinels promote a replica waits this long for it
+    # a command that starts while its Redis restarts (it refuses connections) or while the
+    # sentinels promote a replica waits this long for it, saying so once
     failover_seconds: float = Field(60, ge=0)
     poll_interval: float = Field(0.05, gt=0)  # seconds between looks at a job's counters
     chunk: ChunkSettings = Field(default_factory=ChunkSettings)

@@ -82,6 +82,14 @@ class Began(NamedTuple):
     digest: str = ""
 
 
+class Cancel(NamedTuple):
+    """What a cancel found: whether the job exists, and the state it had ended in already
+    ('' when this cancel ended it)."""
+
+    found: bool
+    ended: str = ""
+
+
 class Put(IntEnum):
     """What became of a chunk's payload handed to `put_chunk`."""
 

@@ -1,100 +1,22 @@
-"""Job state in Redis: manifests, chunk payloads and answers (the only module that touches keys)."""
+"""Job state in Redis: manifests, chunk payloads, answers and cancelling a job."""
 
 from __future__ import annotations
 
-import os
-import socket
+import json
 import time
 from collections.abc import Callable, Iterator
-from functools import cache
-from importlib import resources
 from typing import Any
 
 import redis
-from redis.backoff import ExponentialBackoff
-from redis.retry import Retry
-from redis.sentinel import Sentinel
 
 from pipeline import keys
 from pipeline.config import mask_url
+from pipeline.connections import CLIENT_NAME, connect, probe, script
 from pipeline.errors import UsageError
-from pipeline.following import FollowingConnection, async_following_connection
-from pipeline.jobstate import Began, JobCounters, JobState, Put, counters
-from pipeline.sentinel import SentinelUrl, is_sentinel
+from pipeline.jobstate import FINISHED, Began, Cancel, JobCounters, JobState, Put, counters
+from pipeline.sentinel import is_sentinel
 
 _ANSWER_BATCH = 512  # chunks fetched per round trip by the collector
-
-
-CLIENT_NAME = "gamebatch-cli"
-
-
-def this_process() -> str:
-    """host:pid, how leases, sweeps and manifests name the process holding them."""
-    return f"{socket.gethostname()}:{os.getpid()}"
-
-
-def connect(url: str, name: str = "gamebatch-worker") -> redis.Redis:
-    """A client for a broker URL (`redis://`, `rediss://`, `unix://`).
-
-    Commands are retried with backoff for about a minute, so that a Redis restart does not
-    end a producer, a collector or a task.
-    """
-    options: dict[str, Any] = {
-        "socket_timeout": 30,
-        "socket_connect_timeout": 5,
-        "health_check_interval": 30,
-        "retry": Retry(ExponentialBackoff(cap=2.0, base=0.05), 40),
-        "retry_on_error": [redis.ConnectionError, redis.TimeoutError],
-        "client_name": f"{name}-{os.getpid()}",
-    }
-    if is_sentinel(url):
-        return _master(url, options)
-    return redis.Redis.from_url(url, **options)
-
-
-def connect_async(url: str, name: str) -> Any:
-    """An asyncio client for a broker URL (the HTTP service's event stream)."""
-    import redis.asyncio
-    from redis.asyncio.sentinel import Sentinel as AsyncSentinel
-
-    if not is_sentinel(url):
-        return redis.asyncio.Redis.from_url(url, client_name=name)
-    found = SentinelUrl.parse(url)
-    kwargs = {"password": found.sentinel_password} if found.sentinel_password else {}
-    sentinels = AsyncSentinel(list(found.hosts), sentinel_kwargs=kwargs)  # type: ignore[no-untyped-call]
-    return sentinels.master_for(
-        found.master,
-        db=found.db,
-        username=found.username,
-        password=found.password,
-        client_name=name,
-        connection_class=async_following_connection(),
-    )
-
-
-def _master(url: str, options: dict[str, Any]) -> redis.Redis:
-    """A client of the Redis the sentinels name master now; after a failover its next
-    connection (a retry) goes to the new one, and a demoted one's ReadOnlyError is a
-    reconnect."""
-    found = SentinelUrl.parse(url)
-    sentinels = Sentinel(  # type: ignore[no-untyped-call]
-        list(found.hosts),
-        socket_timeout=5,
-        socket_connect_timeout=5,
-        sentinel_kwargs={"password": found.sentinel_password, "socket_timeout": 5}
-        if found.sentinel_password
-        else {"socket_timeout": 5},
-    )
-    client: redis.Redis = sentinels.master_for(  # type: ignore[no-untyped-call]
-        found.master,
-        redis_class=redis.Redis,
-        db=found.db,
-        username=found.username,
-        password=found.password,
-        connection_class=FollowingConnection,
-        **options,
-    )
-    return client
 
 
 REPLICA_WAIT_MS = 200  # how long stored answers wait for a replica to have them
@@ -121,16 +43,12 @@ class JobStore:
         self._put = client.register_script(script("put_chunk"))
         self._producer = client.register_script(script("producer"))
         self._abandon = client.register_script(script("abandon_production"))
+        self._cancel = client.register_script(script("cancel"))
 
     @classmethod
     def check_url(cls, url: str) -> None:
         """Fail fast (no retries) when the Redis at `url` is unreachable or refuses us."""
-        quick = {"socket_timeout": 5, "socket_connect_timeout": 5, "retry": None}
-        probe = _master(url, quick) if is_sentinel(url) else redis.Redis.from_url(url, **quick)
-        try:
-            probe.ping()
-        finally:
-            probe.close()
+        probe(url)
 
     @classmethod
     def wait_for(
@@ -533,16 +451,33 @@ class JobStore:
             self._expire_in(pipe, job_id, ttl)
             pipe.execute()
 
-    def cancel(self, job_id: str, ttl: int) -> bool:
-        """Stop a job: drop its queued payloads and answers, keep a cancelled manifest."""
-        if not self.client.exists(keys.job(job_id)):
-            return False
-        self.client.hset(keys.job(job_id), "state", JobState.CANCELLED.value)
-        self.client.zrem(keys.OPEN_JOBS, job_id)
-        self._delete_chunks(job_id)
-        self.client.delete(*keys.per_chunk(job_id))
-        self.client.expire(keys.job(job_id), ttl)
-        return True
+    def cancel(self, job_id: str, ttl: int) -> Cancel:
+        """Stop a job in one write (its manifest, and its HTTP record and event when it was
+        uploaded); a job that has ended is left as it is. Its queued payloads and leases go
+        after (workers drop them anyway)."""
+        event = json.dumps({"type": "cancelled", "job": job_id}, separators=(",", ":"))
+        found = self._cancel(
+            keys=[
+                keys.job(job_id),
+                keys.OPEN_JOBS,
+                keys.api_job(job_id),
+                keys.API_EVENTS,
+                *keys.per_chunk(job_id),
+            ],
+            args=[
+                job_id,
+                ttl,
+                f"{time.time():.6f}",
+                event,
+                keys.EVENT_CAP,
+                keys.api_pending(""),
+                *sorted(FINISHED),
+            ],
+        )
+        cancel = Cancel(bool(found[0]), found[1].decode())
+        if cancel.found and not cancel.ended:
+            self._delete_chunks(job_id)
+        return cancel
 
     def delete(self, job_id: str) -> None:
         """Remove every key of the job (workers then drop its remaining chunks)."""
@@ -584,12 +519,6 @@ class SharedTables:
     def set(self, name: str, value: bytes) -> None:
         """Store a shared table for every other worker."""
         self.client.set(keys.table(name), value)
-
-
-@cache
-def script(name: str) -> str:
-    """A Lua script of pipeline/lua/ (each lists its KEYS and ARGV at its top)."""
-    return resources.files("pipeline").joinpath(f"lua/{name}.lua").read_text(encoding="utf-8")
 
 
 def _decode(raw: Any) -> dict[str, str]:

@@ -144,6 +144,7 @@ def table(name: str) -> str:
 
 API_JOBS = f"{PREFIX}:api:jobs"
 API_EVENTS = f"{PREFIX}:api:events"
+EVENT_CAP = 100_000  # events kept for clients that resume (older ones are trimmed)
 API_SOLVED = f"{PREFIX}:api:solved"
 
 

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from pipeline.jobstate import Began, JobCounters, JobState, Put, counters
+from pipeline.jobstate import FINISHED, Began, Cancel, JobCounters, JobState, Put, counters
 from pipeline.store import Store
 
 
@@ -357,13 +357,17 @@ class MemoryStore:
     def expire(self, job_id: str, ttl: int) -> None:
         """Kept until a test deletes it (no expiry in memory)."""
 
-    def cancel(self, job_id: str, ttl: int) -> bool:
-        """Stop a job: drop payloads, leases and answers; keep a cancelled manifest."""
+    def cancel(self, job_id: str, ttl: int) -> Cancel:
+        """Stop a job: drop payloads, leases and answers; keep a cancelled manifest. A job
+        that has ended is left as it is."""
         job = self._live(job_id)
         if job is None or not job.manifest:
-            return False
+            return Cancel(found=False)
+        state = job.manifest.get("state", JobState.PRODUCING.value)
+        if state in FINISHED:
+            return Cancel(found=True, ended=state)
         self._jobs[job_id] = _Job({**job.manifest, "state": JobState.CANCELLED.value})
-        return True
+        return Cancel(found=True)
 
     def delete(self, job_id: str) -> None:
         """Remove every trace of the job."""

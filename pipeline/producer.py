@@ -17,9 +17,9 @@ from typing import BinaryIO, Protocol
 
 from pipeline.chunking import Chunk, chunk_cases
 from pipeline.config import Settings
+from pipeline.connections import this_process
 from pipeline.errors import InputError, JobCancelled, JobLost, UsageError
 from pipeline.jobstate import JobCounters, JobState, Put
-from pipeline.jobstore import this_process
 from pipeline.messages import ChunkPayload, FilePayload, SlicePayload, digest_of
 from pipeline.problem import Problem, scanner
 from pipeline.reader import read_batches

@@ -11,6 +11,7 @@ from typing import Any
 
 from pipeline.client import Client, RemoteInputError, ended_well
 from pipeline.errors import GamebatchError
+from pipeline.jobview import status_lines
 from pipeline.progress import ProgressBar
 
 
@@ -39,13 +40,7 @@ def status(args: argparse.Namespace, url: str) -> int:
         print(json.dumps(jobs[0] if args.job else {"jobs": jobs}))
         return 0
     for job in jobs:
-        total = "?" if job.get("total") is None else job["total"]
-        print(
-            f"{job['id']}  {job['state']:<9} {job.get('done') or 0}/{total} cases"
-            f"  {job.get('name', '')}"
-        )
-        for error in job.get("errors", []):
-            print(f"    {error}")
+        print("\n".join(status_lines(job)))
     return 0
 
 

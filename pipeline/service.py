@@ -14,16 +14,17 @@ from typing import TextIO
 from pipeline import collector, escape, files, producer
 from pipeline.collector import INVALID_WORD
 from pipeline.config import LANES, Settings, default_state_dir, lane_queue, worker_settings
+from pipeline.connections import this_process
 from pipeline.errors import GamebatchError, InputError, JobLost, UnknownJob
 from pipeline.files import OutputError
+from pipeline.jobs import Jobs
 from pipeline.jobstate import JobCounters, JobState, is_job_id
-from pipeline.jobstore import JobStore, this_process
+from pipeline.jobstore import JobStore
 from pipeline.local import producers
 from pipeline.problem import Problem, runs_in_process
 from pipeline.progress import ProgressBar
 from pipeline.recovery import Recovery, queued_messages
 from pipeline.registry import get_problem
-from pipeline.sentinel import is_sentinel
 from pipeline.sharing import Sharing
 
 
@@ -84,6 +85,11 @@ class Cluster:
         """Messages waiting in every lane."""
         return queued_messages(self.store, self.settings)
 
+    @cached_property
+    def jobs(self) -> Jobs:
+        """The cluster's jobs: their views and their cancel."""
+        return Jobs(self.store, self.settings.result_ttl)
+
 
 @contextmanager
 def cluster(settings: Settings, *, workers: bool = True, lazy: bool = True) -> Iterator[Cluster]:
@@ -91,10 +97,8 @@ def cluster(settings: Settings, *, workers: bool = True, lazy: bool = True) -> I
     started once a chunk is queued or an unfinished job is waited for (unless not `lazy`):
     a command whose work is all cached starts none."""
     if settings.broker_url:
-        if is_sentinel(settings.broker_url):  # its primary may be failing over right now
-            JobStore.wait_for(settings.broker_url, _note, timeout=settings.failover_seconds)
-        else:
-            JobStore.check_url(settings.broker_url)
+        # its Redis may be restarting, or its primary failing over, right now
+        JobStore.wait_for(settings.broker_url, _note, timeout=settings.failover_seconds)
         yield Cluster(settings, JobStore.from_url(settings.broker_url, command=True), lambda: None)
         return
     from pipeline.local.cluster import EmbeddedCluster

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from typing import Any, Protocol
 
 from pipeline import keys
-from pipeline.jobstore import script
+from pipeline.connections import script
 from pipeline.verdicts import FileVerdicts
 
 

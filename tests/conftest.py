@@ -24,11 +24,18 @@ SHARED = Path(os.environ.get("REFERENCE_SHARED_DIR", ROOT.parent / "shared"))
 @pytest.fixture(scope="session")
 def reference(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """The reference C++ programs, compiled once per session (skip when impossible)."""
+    built = compile_reference(tmp_path_factory.mktemp("reference"))
+    if built is None:
+        pytest.skip("reference programs need g++ and ../shared/reference")
+    return built
+
+
+def compile_reference(out: Path) -> dict[str, Path] | None:
+    """The reference C++ programs compiled into `out`; None without g++ or their sources."""
     source = SHARED / "reference"
     compiler = shutil.which("g++")
     if compiler is None or not source.is_dir():
-        pytest.skip("reference programs need g++ and ../shared/reference")
-    out = tmp_path_factory.mktemp("reference")
+        return None
     built = {}
     for name in ("strgame", "pathgame"):
         binary = out / name
@@ -44,10 +51,16 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 def run_reference(binary: Path, text: str) -> str:
     """The reference program's output for `text` (with a stack big enough for deep tries)."""
     result = subprocess.run(
-        ["bash", "-c", 'ulimit -s unlimited 2>/dev/null || ulimit -s 1048576; exec "$0"',
-         str(binary)],
-        input=text.encode(), capture_output=True, check=True,
-    )  # fmt: skip
+        [
+            "bash",
+            "-c",
+            'ulimit -s unlimited 2>/dev/null || ulimit -s 1048576; exec "$0"',
+            str(binary),
+        ],
+        input=text.encode(),
+        capture_output=True,
+        check=True,
+    )
     return result.stdout.decode()
 
 
@@ -75,13 +88,24 @@ class Workers:
     def start(self, concurrency: int = 1, **env: str) -> subprocess.Popen[bytes]:
         """Start `gamebatch worker` (a supervised Celery worker) and wait until it is ready."""
         log = self.log_dir / f"worker-{len(self.processes)}.log"
-        command = [sys.executable, "-m", "pipeline.cli", "worker", "--broker", self.url,
-                   "--concurrency", str(concurrency)]  # fmt: skip
+        command = [
+            sys.executable,
+            "-m",
+            "pipeline.cli",
+            "worker",
+            "--broker",
+            self.url,
+            "--concurrency",
+            str(concurrency),
+        ]
         with log.open("ab") as out:
             process = subprocess.Popen(
-                command, stdout=out, stderr=out, start_new_session=True,
+                command,
+                stdout=out,
+                stderr=out,
+                start_new_session=True,
                 env={**os.environ, **env},
-            )  # fmt: skip
+            )
         self.processes.append(process)
         deadline = time.monotonic() + 30
         while b"ready." not in log.read_bytes():

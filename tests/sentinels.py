@@ -28,16 +28,21 @@ class Sentinels:
     def __init__(self, root: Path) -> None:
         self.root = root
         self.password, self.sentinel_password = secrets.token_hex(12), secrets.token_hex(12)
-        self.primary = RedisServer(root / "primary", appendonly=True, password=self.password,
-                                   extra=f"masterauth {self.password}\n")  # fmt: skip
+        self.primary = RedisServer(
+            root / "primary",
+            appendonly=True,
+            password=self.password,
+            extra=f"masterauth {self.password}\n",
+        )
         self.replica = RedisServer(root / "replica", appendonly=True, password=self.password)
         self.ports = [free_port() for _ in range(3)]
         self.processes: list[subprocess.Popen[bytes]] = []
 
     def start(self) -> Sentinels:
         self.primary.start()
-        self.replica.extra = (f"replicaof 127.0.0.1 {self.primary.port}\n"
-                              f"masterauth {self.password}\n")  # fmt: skip
+        self.replica.extra = (
+            f"replicaof 127.0.0.1 {self.primary.port}\nmasterauth {self.password}\n"
+        )
         self.replica.start()
         for n, port in enumerate(self.ports):
             folder = self.root / f"sentinel-{n}"
@@ -53,10 +58,14 @@ class Sentinels:
                 f"sentinel failover-timeout {MASTER} {FAILOVER_TIMEOUT_MS}\n"
             )
             conf.chmod(0o600)
-            self.processes.append(subprocess.Popen(
-                [redis_server_binary(), str(conf), "--sentinel"], stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL, start_new_session=True,
-            ))  # fmt: skip
+            self.processes.append(
+                subprocess.Popen(
+                    [redis_server_binary(), str(conf), "--sentinel"],
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                    start_new_session=True,
+                )
+            )
         self._wait_until_they_see_each_other()
         return self
 
@@ -80,13 +89,19 @@ class Sentinels:
 
     @property
     def url(self) -> str:
-        hosts = ";".join(f"sentinel://{'' if n else f':{self.password}@'}127.0.0.1:{port}"
-                         for n, port in enumerate(self.ports))  # fmt: skip
+        hosts = ";".join(
+            f"sentinel://{'' if n else f':{self.password}@'}127.0.0.1:{port}"
+            for n, port in enumerate(self.ports)
+        )
         return f"{hosts}/0"
 
     def env(self, **extra: str) -> dict[str, str]:
-        return command_env(GAMEBATCH_BROKER_URL=self.url, GAMEBATCH_SENTINEL_MASTER=MASTER,
-                           GAMEBATCH_SENTINEL_PASSWORD=self.sentinel_password, **extra)  # fmt: skip
+        return command_env(
+            GAMEBATCH_BROKER_URL=self.url,
+            GAMEBATCH_SENTINEL_MASTER=MASTER,
+            GAMEBATCH_SENTINEL_PASSWORD=self.sentinel_password,
+            **extra,
+        )
 
     def stop(self) -> None:
         for process in self.processes:
@@ -96,8 +111,9 @@ class Sentinels:
 
     def settings_url(self) -> str:
         """The broker URL with the sentinel settings in it (what every process uses)."""
-        url = load_settings(broker_url=self.url, sentinel_master=MASTER,
-                            sentinel_password=self.sentinel_password).broker_url  # fmt: skip
+        url = load_settings(
+            broker_url=self.url, sentinel_master=MASTER, sentinel_password=self.sentinel_password
+        ).broker_url
         return url or ""
 
     def primary_port(self) -> int:

@@ -15,8 +15,9 @@ from celery import Celery, signals
 from kombu.entity import Queue
 
 from pipeline.config import LANES, Settings, lane_queue, load_settings
+from pipeline.connections import this_process
 from pipeline.errors import UsageError
-from pipeline.jobstore import JobStore, this_process
+from pipeline.jobstore import JobStore
 from pipeline.local.children import tie_to_parent
 from pipeline.registry import registry
 from pipeline.sentinel import SentinelUrl, is_sentinel

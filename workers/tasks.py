@@ -8,7 +8,8 @@ from functools import cache
 from celery import Celery
 
 from pipeline.config import Settings
-from pipeline.jobstore import JobStore, this_process
+from pipeline.connections import this_process
+from pipeline.jobstore import JobStore
 from pipeline.messages import BadTask, task_args
 from workers.runner import Outcome, Policy, run_chunk
 

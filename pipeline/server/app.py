@@ -24,6 +24,7 @@ from starlette.routing import Route
 
 from pipeline.config import LANES, lane_queue
 from pipeline.jobstate import FINISHED, is_job_id
+from pipeline.records import is_event_token, newest_event, read_events
 from pipeline.registry import registry
 from pipeline.server import gradings, metrics, openapi
 from pipeline.server.auth import Caller, TokenBackend
@@ -36,7 +37,6 @@ from pipeline.server.context import (
     query,
     record_of,
 )
-from pipeline.server.records import is_event_token, newest_event, read_events
 from pipeline.server.runners import deliver_batch
 from pipeline.server.spool import BodyStalled, SpoolFile, TooLarge
 from pipeline.server.uploads import upload
@@ -146,7 +146,7 @@ async def _metrics(service: Service, request: Request, caller: Caller) -> Respon
     body = await run_in_threadpool(
         metrics.render,
         service.records,
-        service.store,
+        service.jobs.store,
         [lane_queue(service.settings, lane) for lane in LANES],
     )
     return Response(body, media_type=metrics.CONTENT_TYPE)
@@ -224,11 +224,9 @@ async def _cancel(service: Service, request: Request, caller: Caller) -> Respons
         record = record_of(service, job_id)
         if "admin" not in caller.scopes and record.get("owner") != caller.name:
             raise ApiError(403, "only the job's owner or an admin token may cancel it")
-        if record.get("state") in FINISHED:
-            raise ApiError(409, f"job {job_id} has already ended ({record['state']})")
-        service.records.finish(job_id, "cancelled")
-        service.store.cancel(job_id, service.settings.result_ttl)
-        service.records.event("cancelled", job_id, {})
+        cancel = service.jobs.cancel(job_id)
+        if not cancel.found or cancel.ended:
+            raise ApiError(409, f"job {job_id} has already ended ({cancel.ended or 'expired'})")
         return job_view(service, record_of(service, job_id))
 
     return JSONResponse(await run_in_threadpool(cancel))

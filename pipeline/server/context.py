@@ -13,12 +13,12 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from pipeline.config import Settings
+from pipeline.jobs import Jobs
 from pipeline.jobstate import is_job_id
+from pipeline.records import Records
 from pipeline.server.auth import EVERYONE, Caller, Tokens
-from pipeline.server.records import Records
-from pipeline.server.runners import RunnerPool, public
+from pipeline.server.runners import RunnerPool
 from pipeline.server.spool import Spool
-from pipeline.store import Store
 
 
 class ApiError(HTTPException):
@@ -35,7 +35,7 @@ class Service:
     settings: Settings
     tokens: Tokens
     records: Records
-    store: Store
+    jobs: Jobs
     events: Any  # a redis.asyncio client (event stream reads block, off the event loop)
     spool: Spool
     runners: RunnerPool
@@ -82,21 +82,9 @@ def query(request: Request, known: tuple[str, ...]) -> dict[str, str]:
 
 
 def job_view(service: Service, record: dict[str, str]) -> dict[str, Any]:
-    """A job as clients see it: its record, live counters while it runs, and links."""
-    body = public(record)
+    """A job as clients see it (`jobview.view`), with its links."""
     job_id = record.get("id", "")
-    body.pop("error", None)
-    body["errors"] = [record["error"]] if record.get("error") else []
-    if record.get("state") in ("producing", "running"):
-        counters = service.store.progress(job_id)
-        if counters is not None:
-            live = counters.as_dict()
-            body.update(done=live["done"], total=live["total"], chunks=live["chunks"])
-            if live["state"] in ("running", "complete"):
-                body["state"] = live["state"]
-            body["errors"] += [f"chunk {k}: {v}" for k, v in live["failures"].items()][:10]
-    elif record.get("state") == "done":
-        body["done"] = body.get("total")
+    body = service.jobs.view(job_id, record) or {}
     base = f"/v1/jobs/{job_id}"
     body["links"] = {"self": base, "result": f"{base}/result", "events": "/v1/events"}
     if record.get("keep_going") == "1":

@@ -19,15 +19,15 @@ from starlette.responses import JSONResponse, Response
 
 from pipeline import grade_service, layout, toolkit
 from pipeline.config import Settings
-from pipeline.errors import GamebatchError, UsageError
+from pipeline.errors import UsageError
 from pipeline.grading import Scoring
-from pipeline.jobstate import FINISHED
+from pipeline.records import Records
 from pipeline.registry import get_problem
 from pipeline.scoring import load_scoring
 from pipeline.server.archives import ArchiveRefused, Limits, unpack
 from pipeline.server.auth import Caller
 from pipeline.server.context import ApiError, Service, needs
-from pipeline.server.records import Records
+from pipeline.server.lifecycle import run_recorded
 from pipeline.server.spool import Spool, SpoolFile
 from pipeline.server.uploads import receive
 
@@ -227,11 +227,10 @@ async def cancel(service: Service, request: Request, caller: Caller) -> Response
     record = await _record(service, grading_id)
     if "admin" not in caller.scopes and record.get("owner") != caller.name:
         raise ApiError(403, "only the grading's owner or an admin token may cancel it")
-    if record.get("state") in FINISHED:
-        raise ApiError(409, f"grading {grading_id} has already ended ({record['state']})")
     gradings = service.records.of_kind("grading")
-    await run_in_threadpool(gradings.finish, grading_id, "cancelled")
-    await run_in_threadpool(gradings.event, "grading.cancelled", grading_id, {})
+    if not await run_in_threadpool(gradings.finish, grading_id, "cancelled", "grading.cancelled"):
+        ended = (await _record(service, grading_id)).get("state")
+        raise ApiError(409, f"grading {grading_id} has already ended ({ended})")
     return JSONResponse(view(await _record(service, grading_id)))
 
 
@@ -240,26 +239,13 @@ async def cancel(service: Service, request: Request, caller: Caller) -> Response
 
 def run_grading(settings: Settings, records: Records, spool: Spool, task: GradingTask) -> None:
     """Grade an unpacked archive and write its reports (never raises)."""
-    gradings = records.of_kind("grading")
-    record = gradings.get(task.grading_id)
-    if record is None or record.get("state") in FINISHED:
-        return
-    gradings.update(task.grading_id, state="running")
-    gradings.event("grading.running", task.grading_id, {})
-    try:
-        fields = _grade(settings, spool, task)
-        state = "done"
-    except GamebatchError as exc:
-        state, fields = "failed", {"error": in_archive(str(exc), spool, task.grading_id)}
-    except Exception as exc:
-        log.exception("grading %s", task.grading_id)
-        state, fields = "failed", {"error": f"internal error: {type(exc).__name__}"}
-    current = gradings.get(task.grading_id) or {}
-    if current.get("state") == "cancelled":
-        return
-    gradings.finish(task.grading_id, state, **fields)
-    gradings.event(
-        f"grading.{state}", task.grading_id, {k: v for k, v in fields.items() if k == "error"}
+    run_recorded(
+        records.of_kind("grading"),
+        task.grading_id,
+        lambda: ("done", _grade(settings, spool, task)),
+        begun={"state": "running"},
+        events="grading.",
+        shown=lambda text: in_archive(text, spool, task.grading_id),
     )
 
 

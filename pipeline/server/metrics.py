@@ -11,7 +11,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from pipeline.server.records import Records
+from pipeline.records import Records
 from pipeline.store import Store
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST

@@ -9,8 +9,8 @@ import shutil
 import threading
 import time
 
+from pipeline.records import Records
 from pipeline.server.gradings import folder
-from pipeline.server.records import Records
 from pipeline.server.spool import Spool
 
 log = logging.getLogger("gamebatch.server")

@@ -3,7 +3,6 @@ service layer (the same `service.run` as `solve`), each following several jobs a
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import itertools
 import json
@@ -21,14 +20,15 @@ from typing import Any, Protocol
 
 from pipeline import service
 from pipeline.config import Settings
-from pipeline.errors import GamebatchError, JobCancelled, JobFailed
+from pipeline.connections import connect
 from pipeline.jobstate import FINISHED
-from pipeline.jobstore import connect
+from pipeline.jobview import public
 from pipeline.local.children import tie_to_parent
 from pipeline.progress import ProgressBar
+from pipeline.records import Records
 from pipeline.registry import get_problem
 from pipeline.server import webhooks
-from pipeline.server.records import Records
+from pipeline.server.lifecycle import run_recorded
 from pipeline.server.spool import Spool
 
 log = logging.getLogger("gamebatch.server")
@@ -145,32 +145,18 @@ def _serve(settings: Settings, root: Path, server: str, queue: Any, parent: int)
 def run_job(settings: Settings, records: Records, spool: Spool, upload: Upload) -> None:
     """Solve one uploaded input and record how it ended (never raises)."""
     job_id = upload.job_id
-    record = records.get(job_id)
-    if record is None or record.get("state") in FINISHED:  # cancelled while it waited
-        spool.discard_input(job_id)
-        return
-    ended: tuple[str, dict[str, Any]] | None
-    try:
-        records.update(job_id, state="producing", runner=os.getpid())
-        ended = _solve(settings, records, spool, upload)
-    except JobCancelled:  # over HTTP (recorded already) or by `gamebatch cancel`
-        cancelled = (records.get(job_id) or {}).get("state") == "cancelled"
-        ended = None if cancelled else ("cancelled", {})
-    except JobFailed as exc:
-        ended = _failed(records, job_id, str(exc))
-    except GamebatchError as exc:
-        ended = ("failed", {"error": str(exc), "exit_code": exc.exit_code})
-    except Exception as exc:  # reported on the job; the traceback only in the server's log
-        log.exception("job %s", job_id)
-        ended = ("failed", {"error": f"internal error: {type(exc).__name__}", "exit_code": 1})
+    ended = run_recorded(
+        records,
+        job_id,
+        lambda: _solve(settings, records, spool, upload),
+        begun={"state": "producing", "runner": os.getpid()},
+    )
     # the record first, then the input: an upload of the same content waits for the input
     # to go before it opens a new record (see uploads._beside_an_arriving_upload)
-    finished = ended is not None and records.finish(job_id, ended[0], **ended[1])
     spool.discard_input(job_id)
-    if not finished or ended is None:
-        return  # cancelled meanwhile, or the upload was refused: no job
-    state, fields = ended
-    records.event(state, job_id, {k: v for k, v in fields.items() if k != "webhook"})
+    if ended is None:  # cancelled, or the upload was refused: no job, no result
+        spool.discard(spool.result(job_id))
+        return
     _notify(settings, records, job_id)
 
 
@@ -201,13 +187,6 @@ def _solve(
         "result_bytes": result.stat().st_size,
         "invalid": outcome.invalid,
     }
-
-
-def _failed(records: Records, job_id: str, error: str) -> tuple[str, dict[str, Any]] | None:
-    record = records.get(job_id) or {}
-    if record.get("state") == "cancelled":
-        return None  # DELETE recorded it
-    return "failed", {"error": error, "exit_code": 1}
 
 
 class _EventProgress(ProgressBar):
@@ -264,39 +243,3 @@ def deliver_batch(settings: Settings, records: Records, batch_id: str) -> None:
         settings.server,
         lambda state: records.update_batch(batch_id, webhook=json.dumps(state)),
     )
-
-
-_PUBLIC = (
-    "id",
-    "problem",
-    "name",
-    "state",
-    "error",
-    "total",
-    "invalid",
-    "size",
-    "exit_code",
-    "result_sha256",
-    "result_bytes",
-    "created",
-    "finished",
-    "keep_going",
-    "lane",
-)
-_NUMBERS = ("total", "invalid", "size", "result_bytes", "exit_code")
-
-
-def public(record: dict[str, str]) -> dict[str, Any]:
-    """What a client sees of a record."""
-    shown: dict[str, Any] = {k: record[k] for k in _PUBLIC if k in record}
-    for key in _NUMBERS:
-        if key in shown:
-            with contextlib.suppress(ValueError):
-                shown[key] = int(shown[key])
-    for key in ("created", "finished"):
-        if key in shown:
-            shown[key] = float(shown[key])
-    shown["keep_going"] = record.get("keep_going") == "1"
-    if "webhook" in record:
-        shown["webhook"] = json.loads(record["webhook"])
-    return shown

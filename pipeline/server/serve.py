@@ -20,13 +20,14 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from pipeline import service
 from pipeline.config import ServerSettings, Settings, TokenSetting, default_state_dir
+from pipeline.connections import connect, connect_async
 from pipeline.errors import UsageError
-from pipeline.jobstore import connect, connect_async
+from pipeline.jobstate import FINISHED
+from pipeline.records import Records
 from pipeline.server.app import create_app
 from pipeline.server.auth import Tokens
 from pipeline.server.context import Service
 from pipeline.server.gradings import UNPACKING, GradingTask, folder
-from pipeline.server.records import Records
 from pipeline.server.retention import keep_sweeping
 from pipeline.server.runners import RunnerPool, Upload
 from pipeline.server.spool import Spool
@@ -83,7 +84,7 @@ def serve(settings: Settings, host: str, port: int, tokens: tuple[TokenSetting, 
         try:
             _resume(records, spool, runners)
             _resume_gradings(records, spool, runners)
-            parts = (records, c.store, events, spool, runners, _cached_workers(c))
+            parts = (records, c.jobs, events, spool, runners, _cached_workers(c))
             app = create_app(Service(c.settings, Tokens(tokens), *parts))
             config = uvicorn.Config(
                 app,
@@ -200,10 +201,12 @@ def _resume_gradings(records: Records, spool: Spool, runners: RunnerPool) -> Non
     gradings = records.of_kind("grading")
     for grading_id in gradings.pending():
         record = gradings.get(grading_id)
-        if record is None or record.get("state") in ("done", "failed", "cancelled"):
+        if record is None or record.get("state") in FINISHED:
+            gradings.settle(grading_id)
             continue
         if not (folder(spool, grading_id) / "notes.json").exists():
-            gradings.finish(grading_id, "failed", error="the archive was lost; upload it again")
+            lost = "the archive was lost; upload it again"
+            gradings.finish(grading_id, "failed", event="grading.failed", error=lost)
             continue
         runners.submit(GradingTask.of_record(grading_id, record))
 
@@ -213,18 +216,12 @@ def _resume(records: Records, spool: Spool, runners: RunnerPool) -> None:
     or, when that is gone, end the job failed with the reason."""
     for job_id in records.pending():
         record = records.get(job_id)
-        if record is None:
-            continue
-        if record.get("state") in ("done", "failed", "cancelled"):
-            records.finish(job_id, record["state"])
+        if record is None or record.get("state") in FINISHED:
+            records.settle(job_id)
             continue
         if not spool.input(job_id).exists() or record.get("uploaded") != "1":
-            records.finish(
-                job_id,
-                "failed",
-                error="the server stopped and the upload was lost; upload the file again",
-            )
-            records.event("failed", job_id, {"error": "upload lost in a server restart"})
+            lost = "the server stopped and the upload was lost; upload the file again"
+            records.finish(job_id, "failed", event="failed", error=lost)
             continue
         log.info("resuming %s", job_id)
         runners.submit(

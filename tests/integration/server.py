@@ -38,13 +38,17 @@ class Server:
         self.other = secrets.token_urlsafe(24)  # may submit, as another owner than "admin"
         (self.dir / "token").write_text(self.token + "\n")
         server = {
-            "spool_dir": str(self.dir / "spool"), "runners": 1,
-            "webhook_secret": WEBHOOK_SECRET, "webhook_hosts": ["127.0.0.1"],
+            "spool_dir": str(self.dir / "spool"),
+            "runners": 1,
+            "webhook_secret": WEBHOOK_SECRET,
+            "webhook_hosts": ["127.0.0.1"],
             "webhook_private_networks": ["127.0.0.0/8"],
-            "tokens": [{"name": "reader", "sha256": digest(self.reader), "scopes": ["read"]},
-                       {"name": "other", "sha256": digest(self.other), "scopes": ["submit"]}],
+            "tokens": [
+                {"name": "reader", "sha256": digest(self.reader), "scopes": ["read"]},
+                {"name": "other", "sha256": digest(self.other), "scopes": ["submit"]},
+            ],
             **settings.pop("server", {}),
-        }  # fmt: skip
+        }
         config = {"server": server, "poll_interval": 0.02, **settings}
         (self.dir / "config.yaml").write_text(yaml.safe_dump(config))
         self.process: subprocess.Popen[bytes] | None = None
@@ -55,12 +59,24 @@ class Server:
         return self.dir / "spool"
 
     def start(self, *, wait_healthy: bool = True) -> Server:
-        command = [sys.executable, "-m", "pipeline.cli", "serve", "--port", str(self.port),
-                   "--broker", self.broker, "--config", str(self.dir / "config.yaml"),
-                   "--token-file", str(self.dir / "token")]  # fmt: skip
+        command = [
+            sys.executable,
+            "-m",
+            "pipeline.cli",
+            "serve",
+            "--port",
+            str(self.port),
+            "--broker",
+            self.broker,
+            "--config",
+            str(self.dir / "config.yaml"),
+            "--token-file",
+            str(self.dir / "token"),
+        ]
         with self.log.open("ab") as out:
-            self.process = subprocess.Popen(command, stdout=out, stderr=out, env=command_env(),
-                                            start_new_session=True)  # fmt: skip
+            self.process = subprocess.Popen(
+                command, stdout=out, stderr=out, env=command_env(), start_new_session=True
+            )
         deadline = time.monotonic() + 40
         while True:
             assert self.process.poll() is None, self.log.read_text()[-3000:]

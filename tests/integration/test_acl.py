@@ -30,8 +30,9 @@ class AclRedis:
         text = (ROOT / "configs" / "redis-acl.conf").read_text()
         for role, password in self.passwords.items():
             text = text.replace(f">CHANGE-ME-{role}", f">{password}")
-        assert not [line for line in text.splitlines()
-                    if "CHANGE-ME" in line and not line.startswith("#")]  # fmt: skip
+        assert not [
+            line for line in text.splitlines() if "CHANGE-ME" in line and not line.startswith("#")
+        ]
         acl = root / "users.acl"
         acl.write_text(text)
         self.server = RedisServer(root / "redis", password=self.passwords["admin"], acl_file=acl)
@@ -53,9 +54,12 @@ def acl_redis(tmp_path: Path) -> Iterator[AclRedis]:
 def _gamebatch(url: str, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "pipeline.cli", *args, "--broker", url],
-        capture_output=True, text=True, env=command_env(GAMEBATCH_CHUNK__MAX_CASES="7"),
-        timeout=180, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=command_env(GAMEBATCH_CHUNK__MAX_CASES="7"),
+        timeout=180,
+        check=False,
+    )
 
 
 def test_a_whole_job_runs_with_the_role_users(
@@ -67,10 +71,21 @@ def test_a_whole_job_runs_with_the_role_users(
     (tmp_path / "b.in").write_text(text + "\n")
     log = (tmp_path / "worker.log").open("wb")
     worker = subprocess.Popen(
-        [sys.executable, "-m", "pipeline.cli", "worker", "--broker", acl_redis.url("worker"),
-         "--concurrency", "2"],
-        stdout=log, stderr=log, env=command_env(), start_new_session=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "pipeline.cli",
+            "worker",
+            "--broker",
+            acl_redis.url("worker"),
+            "--concurrency",
+            "2",
+        ],
+        stdout=log,
+        stderr=log,
+        env=command_env(),
+        start_new_session=True,
+    )
     client = acl_redis.url("client")
     try:
         solved = _gamebatch(client, "solve", "-q", "-p", "strgame", str(tmp_path / "a.in"))
@@ -92,18 +107,42 @@ def test_a_whole_job_runs_with_the_role_users(
         subs.mkdir(parents=True)
         (tests / "t.in").write_text(text)
         (subs / "t.out").write_text(solved.stdout)
-        graded = _gamebatch(client, "grade", "-q", "-p", "strgame", "--tests", str(tests),
-                            "--submissions", str(tmp_path / "subs"))  # fmt: skip
+        graded = _gamebatch(
+            client,
+            "grade",
+            "-q",
+            "-p",
+            "strgame",
+            "--tests",
+            str(tests),
+            "--submissions",
+            str(tmp_path / "subs"),
+        )
         assert graded.returncode == 0, graded.stderr
         serve = Server(tmp_path, client).start()  # the HTTP service is a client too
         try:
             (tmp_path / "d.in").write_text(text + "\n\n\n")
             remote = subprocess.run(
-                [sys.executable, "-m", "pipeline.cli", "solve", "-q", "-p", "strgame",
-                 str(tmp_path / "d.in"), "--server", serve.url, "--token-file",
-                 str(serve.dir / "token")],
-                capture_output=True, text=True, env=command_env(), timeout=180, check=False,
-            )  # fmt: skip
+                [
+                    sys.executable,
+                    "-m",
+                    "pipeline.cli",
+                    "solve",
+                    "-q",
+                    "-p",
+                    "strgame",
+                    str(tmp_path / "d.in"),
+                    "--server",
+                    serve.url,
+                    "--token-file",
+                    str(serve.dir / "token"),
+                ],
+                capture_output=True,
+                text=True,
+                env=command_env(),
+                timeout=180,
+                check=False,
+            )
             assert (remote.returncode, remote.stdout) == (0, solved.stdout), remote.stderr
         finally:
             serve.stop()
@@ -123,12 +162,23 @@ def _setinfo(admin: redis.Redis, entry: dict[bytes, object]) -> bool:
 
 
 FORBIDDEN = [
-    ("FLUSHALL",), ("FLUSHDB",), ("CONFIG", "GET", "*"), ("KEYS", "*"), ("DEBUG", "SLEEP", "0"),
-    ("SHUTDOWN",), ("MONITOR",), ("ACL", "LIST"), ("CLIENT", "KILL", "TYPE", "normal"),
-    ("SET", "someone-else:key", "1"), ("GET", "someone-else:key"), ("DEL", "someone-else:key"),
+    ("FLUSHALL",),
+    ("FLUSHDB",),
+    ("CONFIG", "GET", "*"),
+    ("KEYS", "*"),
+    ("DEBUG", "SLEEP", "0"),
+    ("SHUTDOWN",),
+    ("MONITOR",),
+    ("ACL", "LIST"),
+    ("CLIENT", "KILL", "TYPE", "normal"),
+    ("SET", "someone-else:key", "1"),
+    ("GET", "someone-else:key"),
+    ("DEL", "someone-else:key"),
     ("EVAL", "return redis.call('SET', 'someone-else:key', '1')", "0"),
-    ("SCRIPT", "FLUSH"), ("SWAPDB", "0", "1"), ("REPLICAOF", "127.0.0.1", "1"),
-]  # fmt: skip
+    ("SCRIPT", "FLUSH"),
+    ("SWAPDB", "0", "1"),
+    ("REPLICAOF", "127.0.0.1", "1"),
+]
 
 
 @pytest.mark.parametrize("role", ["worker", "client"])
@@ -158,5 +208,6 @@ def test_only_admin_may_flush(acl_redis: AclRedis) -> None:
     assert admin.flushall() and admin.dbsize() == 0
     assert acl_redis.client("worker").ping()
     with pytest.raises(redis.exceptions.AuthenticationError):
-        redis.Redis.from_url(f"redis://:{acl_redis.passwords['admin']}@127.0.0.1:"
-                             f"{acl_redis.server.port}/0").ping()  # fmt: skip
+        redis.Redis.from_url(
+            f"redis://:{acl_redis.passwords['admin']}@127.0.0.1:{acl_redis.server.port}/0"
+        ).ping()

@@ -34,12 +34,20 @@ def _envelope(body: str, args: object = None, encoding: str = "base64") -> str:
     headers = {"task": "gamebatch.solve_chunk", "id": "poison", "lang": "py"}
     if args is not None:
         headers["argsrepr"] = repr(args)
-    return json.dumps({
-        "body": body, "content-encoding": "utf-8", "content-type": "application/json",
-        "headers": headers,
-        "properties": {"body_encoding": encoding, "delivery_tag": "poison-tag",
-                       "delivery_info": {"exchange": "", "routing_key": QUEUE}, "priority": 0},
-    })  # fmt: skip
+    return json.dumps(
+        {
+            "body": body,
+            "content-encoding": "utf-8",
+            "content-type": "application/json",
+            "headers": headers,
+            "properties": {
+                "body_encoding": encoding,
+                "delivery_tag": "poison-tag",
+                "delivery_info": {"exchange": "", "routing_key": QUEUE},
+                "priority": 0,
+            },
+        }
+    )
 
 
 def _task(args: list[object]) -> str:
@@ -53,8 +61,14 @@ POISON = [
     _envelope("!!!not base64"),
     _envelope(base64.b64encode(b"not json either").decode()),
 ]
-BAD_TASKS = [["../../etc", 0], [NO_SUCH_JOB, 10**30], [NO_SUCH_JOB, -1], [NO_SUCH_JOB, 0.5],
-             [NO_SUCH_JOB, "0"], [None, 0]]  # fmt: skip
+BAD_TASKS = [
+    ["../../etc", 0],
+    [NO_SUCH_JOB, 10**30],
+    [NO_SUCH_JOB, -1],
+    [NO_SUCH_JOB, 0.5],
+    [NO_SUCH_JOB, "0"],
+    [None, 0],
+]
 ARITY = [[NO_SUCH_JOB, 0, 1], [NO_SUCH_JOB]]  # not the two arguments a producer sends
 
 
@@ -141,8 +155,12 @@ def test_a_worker_with_a_wrong_password_says_so_at_once(redis_server: RedisServe
     started = time.monotonic()
     result = subprocess.run(
         [sys.executable, "-m", "pipeline.cli", "worker", "--broker", wrong],
-        capture_output=True, text=True, env=command_env(), timeout=60, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=command_env(),
+        timeout=60,
+        check=False,
+    )
     assert time.monotonic() - started < 10
     assert result.returncode == 2
     assert result.stderr.startswith("gamebatch: error: Redis at redis://:***@127.0.0.1:")

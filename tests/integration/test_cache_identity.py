@@ -76,8 +76,9 @@ def test_a_write_through_a_shared_mapping_is_caught_while_read_and_after(
     original = _text("a" * 127)
     path.write_bytes(original)
     store = JobStore.from_url(redis_server.url)
-    settings = load_settings(broker_url=redis_server.url, chunk={"target_work": 50_000},
-                             file_payloads=True)  # fmt: skip
+    settings = load_settings(
+        broker_url=redis_server.url, chunk={"target_work": 50_000}, file_payloads=True
+    )
     in_redis = settings.model_copy(update={"file_payloads": False})  # read twice, bytes sent
     with path.open("r+b") as file, mmap.mmap(file.fileno(), 0) as mapped:
         mapped[:] = original  # every page dirty now: later writes change no time
@@ -148,8 +149,12 @@ def test_bytes_planted_under_another_contents_name_are_never_served(
     path = tmp_path / "c.in"
     path.write_bytes(real)
     store = JobStore.from_url(redis_server.url)
-    settings = load_settings(broker_url=redis_server.url, chunk={"target_work": 50_000},
-                             lease_seconds=2, poll_interval=0.02)  # fmt: skip
+    settings = load_settings(
+        broker_url=redis_server.url,
+        chunk={"target_work": 50_000},
+        lease_seconds=2,
+        poll_interval=0.02,
+    )
 
     def solve_now(job_id: str, index: int) -> None:
         run_chunk(store, job_id, index)
@@ -171,8 +176,9 @@ def test_bytes_planted_under_another_contents_name_are_never_served(
         time.sleep(0.01)
     assert store.answered(job_id), "the liar's first chunks were never answered"
     honest: list[producer.Submitted] = []
-    worker = threading.Thread(target=lambda: honest.append(
-        producer.submit(problem, path, store, solve_now, settings)))  # fmt: skip
+    worker = threading.Thread(
+        target=lambda: honest.append(producer.submit(problem, path, store, solve_now, settings))
+    )
     worker.start()
     worker.join(3 * settings.lease_seconds)  # the liar renews its claim all along
     assert not honest, "the real content was produced beside the liar"

@@ -135,8 +135,11 @@ def test_the_image_is_built_with_the_c_kernel(tmp_path: Path) -> None:
                     shutil.copy(ROOT / source, tmp_path / source)
     built = subprocess.run(
         [sys.executable, "setup.py", "-q", "build_ext", "--inplace"],
-        cwd=tmp_path, capture_output=True, text=True, check=False,
-    )  # fmt: skip
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert built.returncode == 0, built.stderr
     for kernel in ("_trie", "_pathgame"):
         assert list((tmp_path / "pipeline" / "games").glob(f"{kernel}*.so")), kernel
@@ -175,8 +178,11 @@ def test_the_sentinel_file_has_a_replica_three_sentinels_and_follows_them(
     assert "--masterauth" in " ".join(services["redis"]["command"])  # it may become a replica
     for name in ("worker", "flower", "api", "cli"):
         env = services[name]["environment"]
-        for variable in ("GAMEBATCH_BROKER_URL", "GAMEBATCH_SENTINEL_MASTER",
-                         "GAMEBATCH_SENTINEL_PASSWORD"):  # fmt: skip
+        for variable in (
+            "GAMEBATCH_BROKER_URL",
+            "GAMEBATCH_SENTINEL_MASTER",
+            "GAMEBATCH_SENTINEL_PASSWORD",
+        ):
             value = str(env[variable]).replace("${REDIS_PASSWORD:?set REDIS_PASSWORD}", "pw")
             value = value.replace("${SENTINEL_PASSWORD:?set SENTINEL_PASSWORD}", "spw")
             monkeypatch.setenv(variable, value)

@@ -59,17 +59,46 @@ def test_a_command_attached_to_another_ones_redis_outlives_it(tmp_path: Path) ->
 
     def solve(path: Path, *extra: str) -> subprocess.Popen[str]:
         return subprocess.Popen(
-            [sys.executable, "-m", "pipeline.cli", "solve", "-q", "-p", "strgame", str(path),
-             "-o", f"{path}.out", *extra],
-            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "pipeline.cli",
+                "solve",
+                "-q",
+                "-p",
+                "strgame",
+                str(path),
+                "-o",
+                f"{path}.out",
+                *extra,
+            ],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
 
     fifo = tmp_path / "first.out"
     os.mkfifo(fifo)  # the first command writes its result there: it waits for a reader
     first = subprocess.Popen(
-        [sys.executable, "-m", "pipeline.cli", "solve", "-q", "-p", "strgame", str(small), "-o",
-         str(fifo), "--workers", "1"], env=env, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "pipeline.cli",
+            "solve",
+            "-q",
+            "-p",
+            "strgame",
+            str(small),
+            "-o",
+            str(fifo),
+            "--workers",
+            "1",
+        ],
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:  # it owns the folder's Redis until its result is read
         port = tmp_path / "state" / "port"
         deadline = time.monotonic() + 30
@@ -105,10 +134,24 @@ def test_an_interrupted_owner_keeps_redis_for_the_command_attached_to_it(
     try:
         for name in ("owner", "attached"):
             commands[name] = subprocess.Popen(
-                [sys.executable, "-m", "pipeline.cli", "solve", "-q", "-p", "strgame",
-                 str(tmp_path / f"{name}.in"), "-o", str(tmp_path / f"{name}.out"),
-                 "--workers", "1"], env=env, stderr=subprocess.PIPE, text=True,
-            )  # fmt: skip
+                [
+                    sys.executable,
+                    "-m",
+                    "pipeline.cli",
+                    "solve",
+                    "-q",
+                    "-p",
+                    "strgame",
+                    str(tmp_path / f"{name}.in"),
+                    "-o",
+                    str(tmp_path / f"{name}.out"),
+                    "--workers",
+                    "1",
+                ],
+                env=env,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
             deadline = time.monotonic() + 30
             while not (tmp_path / "state" / "port").exists():
                 assert commands[name].poll() is None and time.monotonic() < deadline
@@ -141,8 +184,13 @@ def test_only_our_own_dead_commands_folders_are_swept(tmp_path: Path) -> None:
     dead.mkdir()
     (dead / "owner").touch()  # its command was killed: nobody holds the lock
     env = command_env(TMPDIR=str(base))
-    done = subprocess.run([sys.executable, "-m", "pipeline.cli", "status"], env=env,
-                          capture_output=True, text=True, check=False)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "pipeline.cli", "status"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     assert sorted(p.name for p in base.iterdir()) == ["gamebatch-cmd-someone-elses"]
 

@@ -58,9 +58,11 @@ def dataset(folder: Path, cases: int = 4000) -> tuple[Path, str]:
 def start_solve(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-m", "pipeline.cli", "solve", "-q", "-p", "strgame", *args],
-        env=command_env(**{**FAULT_ENV, **(env or {})}), stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        env=command_env(**{**FAULT_ENV, **(env or {})}),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def wait_for_progress(url: str, fraction: float, total: int, timeout: float = 60) -> None:
@@ -105,8 +107,11 @@ def test_workers_recover_a_detached_job_from_a_lost_worker(
     env, broker = command_env(**FAULT_ENV), ["--broker", redis_server.url]
     submitted = subprocess.run(
         [sys.executable, "-m", "pipeline.cli", "submit", "-p", "strgame", str(path), *broker],
-        env=env, capture_output=True, text=True, check=True,
-    )  # fmt: skip
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     job = submitted.stdout.split()[-1]
     wait_for_progress(redis_server.url, 0.2, 4000)
     os.killpg(first.pid, signal.SIGKILL)  # a machine lost, its chunks unacknowledged for an hour
@@ -124,8 +129,11 @@ def test_workers_recover_a_detached_job_from_a_lost_worker(
     out = tmp_path / "out"
     collected = subprocess.run(
         [sys.executable, "-m", "pipeline.cli", "collect", job, "-o", str(out), *broker],
-        env=env, capture_output=True, text=True, check=False,
-    )  # fmt: skip
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert collected.returncode == 0, collected.stderr
     assert out.read_text() == expected
 
@@ -138,8 +146,9 @@ def test_pool_child_killed_mid_job(
     path, expected = dataset(tmp_path)
     slow_recovery = {"GAMEBATCH_LEASE_SECONDS": "600", "GAMEBATCH_STALL_SECONDS": "600"}
     worker = workers.start(concurrency=2, **{**FAULT_ENV, **slow_recovery})
-    solve = start_solve(str(path), "-o", str(tmp_path / "out"), "--broker", redis_server.url,
-                        env=slow_recovery)  # fmt: skip
+    solve = start_solve(
+        str(path), "-o", str(tmp_path / "out"), "--broker", redis_server.url, env=slow_recovery
+    )
     wait_for_progress(redis_server.url, 0.2, 4000)
     (celery,) = _children(worker.pid)  # gamebatch worker -> celery worker -> pool processes
     pool = _children(celery)
@@ -181,10 +190,22 @@ def test_collector_killed_and_rerun(
     (job,) = store.jobs()
     answered = store.answered(job)
     resubmitted = subprocess.run(
-        [sys.executable, "-m", "pipeline.cli", "submit", "-p", "strgame", str(path), "--broker",
-         redis_server.url], capture_output=True, text=True, env=command_env(**FAULT_ENV),
+        [
+            sys.executable,
+            "-m",
+            "pipeline.cli",
+            "submit",
+            "-p",
+            "strgame",
+            str(path),
+            "--broker",
+            redis_server.url,
+        ],
+        capture_output=True,
+        text=True,
+        env=command_env(**FAULT_ENV),
         check=True,
-    )  # fmt: skip
+    )
     chunks, queued = (
         int(w) for w in re.findall(r"in (\d+) chunks \((\d+) queued", resubmitted.stdout)[0]
     )
@@ -304,10 +325,26 @@ def test_a_poison_case_ends_as_a_named_failure(tmp_path: Path) -> None:
         PYTHONPATH=str(PLUGIN_DIR), GAMEBATCH_CHUNK__MAX_CASES="5", GAMEBATCH_MAX_ATTEMPTS="3"
     )
     result = subprocess.run(
-        [sys.executable, "-m", "pipeline.cli", "solve", "-q", "-p", "nim", str(path),
-         "-o", str(tmp_path / "out"), "--workers", "1"],
-        capture_output=True, text=True, env=env, timeout=120, check=False,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "pipeline.cli",
+            "solve",
+            "-q",
+            "-p",
+            "nim",
+            str(path),
+            "-o",
+            str(tmp_path / "out"),
+            "--workers",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
     assert result.returncode == 1
     assert result.stderr.strip().endswith("case 7: its worker died in 3 attempts")
     assert not (tmp_path / "out").exists()
@@ -323,10 +360,24 @@ def test_every_malformed_file_of_the_corpus(tmp_path: Path) -> None:
         out = tmp_path / f"{game}-out"
         out.mkdir()
         result = subprocess.run(
-            [sys.executable, "-m", "pipeline.cli", "solve", "-q", "-p", game,
-             *sorted(map(str, folder.iterdir())), "--out-dir", str(out)],
-            capture_output=True, text=True, env=command_env(), timeout=120, check=False,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "pipeline.cli",
+                "solve",
+                "-q",
+                "-p",
+                game,
+                *sorted(map(str, folder.iterdir())),
+                "--out-dir",
+                str(out),
+            ],
+            capture_output=True,
+            text=True,
+            env=command_env(),
+            timeout=120,
+            check=False,
+        )
         assert result.returncode == 2
         lines = result.stderr.strip().splitlines()
         assert len(lines) == len(bad) and "Traceback" not in result.stderr
@@ -350,8 +401,12 @@ def test_a_one_gigabyte_line_is_refused_with_little_memory(tmp_path: Path) -> No
     code += "print(open('/proc/self/status').read().split('VmHWM:')[1].split()[0])\n"
     result = subprocess.run(
         [sys.executable, "-c", code + "sys.exit(status)", "validate", "-p", "strgame", str(path)],
-        capture_output=True, text=True, env=command_env(), timeout=120, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=command_env(),
+        timeout=120,
+        check=False,
+    )
     assert result.returncode == 2
     assert result.stderr.strip() == (
         f"gamebatch: error: {path}:3: case 1: token longer than the limit of 67108864 bytes"
@@ -379,14 +434,32 @@ def test_grading_heals_its_killed_local_workers(tmp_path: Path) -> None:
     os.replace(path, tests / "t.in")
     (subs / "t.out").write_text(expected)
     grade = subprocess.Popen(
-        [sys.executable, "-m", "pipeline.cli", "grade", "-q", "-p", "strgame", "--tests",
-         str(tests), "--submissions", str(subs.parent), "--json", str(tmp_path / "r.json")],
-        env=command_env(GAMEBATCH_STATE_DIR="", **FAULT_ENV), stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "pipeline.cli",
+            "grade",
+            "-q",
+            "-p",
+            "strgame",
+            "--tests",
+            str(tests),
+            "--submissions",
+            str(subs.parent),
+            "--json",
+            str(tmp_path / "r.json"),
+        ],
+        env=command_env(GAMEBATCH_STATE_DIR="", **FAULT_ENV),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 30
-    while not (main := [p for p, (parent, _, cmd) in _processes().items()
-                        if parent == grade.pid and CELERY(cmd)]):  # fmt: skip
+    while not (
+        main := [
+            p for p, (parent, _, cmd) in _processes().items() if parent == grade.pid and CELERY(cmd)
+        ]
+    ):
         assert grade.poll() is None and time.monotonic() < deadline
         time.sleep(0.05)
     time.sleep(1.5)  # some chunks answered, most not
@@ -406,10 +479,27 @@ def test_solve_config_file_reaches_the_local_workers(tmp_path: Path) -> None:
     config = tmp_path / "c.yaml"
     config.write_text("max_attempts: 1\nchunk: {max_cases: 1}\n")
     result = subprocess.run(
-        [sys.executable, "-m", "pipeline.cli", "solve", "-q", "-p", "nim", str(path),
-         "-o", str(tmp_path / "out"), "--workers", "1", "--config", str(config)],
-        capture_output=True, text=True, env=command_env(PYTHONPATH=str(PLUGIN_DIR)),
-        timeout=120, check=False,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "pipeline.cli",
+            "solve",
+            "-q",
+            "-p",
+            "nim",
+            str(path),
+            "-o",
+            str(tmp_path / "out"),
+            "--workers",
+            "1",
+            "--config",
+            str(config),
+        ],
+        capture_output=True,
+        text=True,
+        env=command_env(PYTHONPATH=str(PLUGIN_DIR)),
+        timeout=120,
+        check=False,
+    )
     assert result.returncode == 1
     assert result.stderr.strip().endswith("case 2: its worker died in 1 attempts"), result.stderr

@@ -28,8 +28,12 @@ from tests.helpers import answers, command_env, input_text, parse, random_cases
 def gamebatch(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "pipeline.cli", *args],
-        capture_output=True, text=True, env=command_env(), timeout=180, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=command_env(),
+        timeout=180,
+        check=False,
+    )
 
 
 @pytest.mark.integration
@@ -60,8 +64,10 @@ def test_bulk_grading_scoreboard_reports_and_cache(tmp_path: Path) -> None:
     assert (first.returncode, first.stderr) == (1, ""), "wrong cases: exit status 1"
     rows = list(csv.DictReader((tmp_path / "board.csv").read_text().splitlines()))
     assert [(r["contestant"], r["accepted"]) for r in rows] == [
-        ("perfect", "90"), ("sloppy", "84"), ("lazy", "30"),
-    ]  # fmt: skip
+        ("perfect", "90"),
+        ("sloppy", "84"),
+        ("lazy", "30"),
+    ]
     assert rows[1]["01"] == "28" and rows[0]["rank"] == "1"
 
     report = json.loads((tmp_path / "r1.json").read_text())
@@ -85,8 +91,16 @@ def test_bulk_grading_scoreboard_reports_and_cache(tmp_path: Path) -> None:
 
     _check_junit_per_file(tmp_path / "r.xml")
 
-    second = gamebatch(*args, "--json", str(tmp_path / "r2.json"), "--report-version", "1",
-                       "--junit", str(tmp_path / "cases.xml"), "--junit-cases")  # fmt: skip
+    second = gamebatch(
+        *args,
+        "--json",
+        str(tmp_path / "r2.json"),
+        "--report-version",
+        "1",
+        "--junit",
+        str(tmp_path / "cases.xml"),
+        "--junit-cases",
+    )
     assert (second.returncode, second.stderr) == (1, "")
     again = json.loads((tmp_path / "r2.json").read_text())
     assert {a["test"]: a["source"] for a in again["answers"]} == {
@@ -139,8 +153,16 @@ def test_single_input_with_official_answers_and_scoring(tmp_path: Path) -> None:
         "groups:\n  - {name: one, points: 30, cases: '1-2'}\n  - {name: all, points: 70}\n"
     )
     files = [str(tmp_path / "t.in"), str(tmp_path / "a.out")]
-    result = gamebatch("grade", "-p", "strgame", *files, "--answers", str(tmp_path / "t.ans"),
-                       "--scoring", str(tmp_path / "s.yaml"))  # fmt: skip
+    result = gamebatch(
+        "grade",
+        "-p",
+        "strgame",
+        *files,
+        "--answers",
+        str(tmp_path / "t.ans"),
+        "--scoring",
+        str(tmp_path / "s.yaml"),
+    )
     assert (result.returncode, result.stderr) == (1, "")
     assert f"{tmp_path / 'a.out'}: 2/3 accepted, score 30/100" in result.stdout
     bad = tmp_path / "bad.ans"
@@ -185,9 +207,23 @@ def test_gradings_of_the_same_files_at_once_share_their_comparison(
     tests, subs = _contest(tmp_path, contestants=20, cases=50)
     workers.start(concurrency=2)
     (tmp_path / "workers.yaml").write_text("chunk:\n  local_cases: 0\n  max_cases: 25\n")
-    base = [sys.executable, "-m", "pipeline.cli", "grade", "-q", "-p", "strgame", "--tests",
-            str(tests), "--submissions", str(subs), "--broker", redis_server.url,
-            "--config", str(tmp_path / "workers.yaml")]  # fmt: skip
+    base = [
+        sys.executable,
+        "-m",
+        "pipeline.cli",
+        "grade",
+        "-q",
+        "-p",
+        "strgame",
+        "--tests",
+        str(tests),
+        "--submissions",
+        str(subs),
+        "--broker",
+        redis_server.url,
+        "--config",
+        str(tmp_path / "workers.yaml"),
+    ]
     for round_ in range(3):
         reports = [tmp_path / f"r{round_}-{i}.json" for i in range(2)]
         pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True}
@@ -209,8 +245,20 @@ def test_a_regrade_compares_only_the_changed_files(
 ) -> None:
     tests, subs = _contest(tmp_path, contestants=30, cases=50)
     worker = workers.start(concurrency=2)
-    args = ["grade", "-q", "-p", "strgame", "--tests", str(tests), "--submissions", str(subs),
-            "--broker", redis_server.url, "--config", str(tmp_path / "workers.yaml")]  # fmt: skip
+    args = [
+        "grade",
+        "-q",
+        "-p",
+        "strgame",
+        "--tests",
+        str(tests),
+        "--submissions",
+        str(subs),
+        "--broker",
+        redis_server.url,
+        "--config",
+        str(tmp_path / "workers.yaml"),
+    ]
     (tmp_path / "workers.yaml").write_text("chunk:\n  local_cases: 0\n")  # all on the workers
     first = gamebatch(*args, "--json", str(tmp_path / "r1.json"))
     assert first.returncode == 1, first.stderr
@@ -271,14 +319,32 @@ def test_kept_report_bodies_give_what_rendering_afresh_gives(
         """Every output of a grading: its text, its JSON (less where the answers came
         from), its JUnit and its scoreboard."""
         out = [str(tmp_path / f"{name}.{ext}") for ext in ("json", "xml", "csv")]
-        done = gamebatch("grade", "-p", "strgame", "--tests", str(tests), "--submissions",
-                         str(subs), "--broker", redis_server.url, "--json", out[0], "--junit",
-                         out[1], "--scoreboard", out[2], *extra)  # fmt: skip
+        done = gamebatch(
+            "grade",
+            "-p",
+            "strgame",
+            "--tests",
+            str(tests),
+            "--submissions",
+            str(subs),
+            "--broker",
+            redis_server.url,
+            "--json",
+            out[0],
+            "--junit",
+            out[1],
+            "--scoreboard",
+            out[2],
+            *extra,
+        )
         assert done.returncode == 1, done.stderr
         report = json.loads(Path(out[0]).read_text())
         report.pop("answers")
-        return [done.stdout.encode(), json.dumps(report).encode(),
-                *(Path(p).read_bytes() for p in out[1:])]  # fmt: skip
+        return [
+            done.stdout.encode(),
+            json.dumps(report).encode(),
+            *(Path(p).read_bytes() for p in out[1:]),
+        ]
 
     def afresh(name: str, *extra: str) -> list[bytes]:
         for key in client.scan_iter("gb:bodies:*"):
@@ -296,13 +362,17 @@ def test_kept_report_bodies_give_what_rendering_afresh_gives(
 
     # new rules, a changed file, a test input whose answers stay but whose text changes:
     # bodies kept from before are not used where they would differ
-    scoring.write_text("groups:\n  - {name: t1, points: 40, tests: [t1]}\n"
-                       "  - {name: t2, points: 60, tests: [t2]}\n")  # fmt: skip
+    scoring.write_text(
+        "groups:\n  - {name: t1, points: 40, tests: [t1]}\n"
+        "  - {name: t2, points: 60, tests: [t2]}\n"
+    )
     assert grade("rules", "--scoring", str(scoring)) == afresh("rules", "--scoring", str(scoring))
     assert grade("before") == first  # the bodies of the first rules, kept again
     (subs / "c003" / "t1.out").write_text("Pure\n" * 31)
-    cases = [(k, " ".join(reversed(words.split()))) for k, words in
-             parse(problem, (tests / "t1.in").read_text())]  # fmt: skip
+    cases = [
+        (k, " ".join(reversed(words.split())))
+        for k, words in parse(problem, (tests / "t1.in").read_text())
+    ]
     (tests / "t1.in").write_text(input_text(problem, cases))
     changed = grade("changed")
     assert changed == afresh("changed") != first
@@ -322,8 +392,14 @@ def test_keep_going_grades_the_valid_tests_and_marks_the_invalid_one(tmp_path: P
     refused = gamebatch(*args)
     assert refused.returncode == 2 and "t2.in" in refused.stderr and "case 2" in refused.stderr
     assert len(refused.stderr.splitlines()) == 1 and not refused.stdout
-    kept = gamebatch(*args, "--keep-going", "--json", str(tmp_path / "r.json"),
-                     "--junit", str(tmp_path / "r.xml"))  # fmt: skip
+    kept = gamebatch(
+        *args,
+        "--keep-going",
+        "--json",
+        str(tmp_path / "r.json"),
+        "--junit",
+        str(tmp_path / "r.xml"),
+    )
     assert kept.returncode == 2, kept.stderr
     assert "c000/t1.out: " in kept.stdout and "accepted" in kept.stdout
     assert "c000/t2.out: not graded: " in kept.stdout and "case 2" in kept.stdout
@@ -345,14 +421,28 @@ def test_a_worker_killed_mid_grading_gives_the_identical_report(
     base = ["grade", "-q", "-p", "strgame", "--tests", str(tests), "--submissions", str(subs)]
     clean = gamebatch(*base, "--json", str(tmp_path / "clean.json"))  # embedded, no faults
     assert clean.returncode == 1, clean.stderr
-    fast = {"GAMEBATCH_CHUNK__MAX_CASES": "1", "GAMEBATCH_LEASE_SECONDS": "2",
-            "GAMEBATCH_STALL_SECONDS": "3"}  # fmt: skip
+    fast = {
+        "GAMEBATCH_CHUNK__MAX_CASES": "1",
+        "GAMEBATCH_LEASE_SECONDS": "2",
+        "GAMEBATCH_STALL_SECONDS": "3",
+    }
     first = workers.start(concurrency=2, **fast)
     grade = subprocess.Popen(
-        [sys.executable, "-m", "pipeline.cli", *base, "--broker", redis_server.url,
-         "--json", str(tmp_path / "faulted.json")],
-        env=command_env(**fast), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "pipeline.cli",
+            *base,
+            "--broker",
+            redis_server.url,
+            "--json",
+            str(tmp_path / "faulted.json"),
+        ],
+        env=command_env(**fast),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     client = redis.Redis.from_url(redis_server.url, decode_responses=True)
     deadline = time.monotonic() + 120
     while True:  # until a fifth of the comparison chunks are done
@@ -372,13 +462,17 @@ def test_a_worker_killed_mid_grading_gives_the_identical_report(
     ("doc", "words"),
     [
         ('{"version": 2, "submissions": [1]}', "submission 1 is not an object with a path"),
-        ('{"version": 1, "submissions": [{"path": "a", "cases": [1]}]}',
-         "submission 1 has cases of another"),
+        (
+            '{"version": 1, "submissions": [{"path": "a", "cases": [1]}]}',
+            "submission 1 has cases of another",
+        ),
         ('{"version": 2, "submissions": {"a": 1}}', "it has no list of submissions"),
-        ('{"version": 2, "submissions": [{"path": "a", "verdicts": "AZ"}]}',
-         "submission 1 has unknown"),
+        (
+            '{"version": 2, "submissions": [{"path": "a", "verdicts": "AZ"}]}',
+            "submission 1 has unknown",
+        ),
     ],
-)  # fmt: skip
+)
 def test_diff_of_a_malformed_report_is_one_line(tmp_path: Path, doc: str, words: str) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text(doc)

@@ -28,8 +28,12 @@ def grade(*args: str | Path, memory: bool = False) -> subprocess.CompletedProces
     runner = ["-c", code] if memory else ["-m", "pipeline.cli"]
     return subprocess.run(
         [sys.executable, *runner, "grade", "-p", "strgame", *map(str, args)],
-        capture_output=True, text=True, env=command_env(), timeout=120, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=command_env(),
+        timeout=120,
+        check=False,
+    )
 
 
 @pytest.fixture
@@ -71,8 +75,9 @@ def test_links_in_the_submissions_folder_are_not_followed(contest: Path) -> None
         "gamebatch: warning: peek is a symbolic link: not followed, not graded",
         "gamebatch: warning: root is a symbolic link: not followed, not graded",
     ]
-    mallory = next(s for s in json.loads(report.read_text())["submissions"]
-                   if s["contestant"] == "mallory")  # fmt: skip
+    mallory = next(
+        s for s in json.loads(report.read_text())["submissions"] if s["contestant"] == "mallory"
+    )
     assert set(mallory["verdicts"]) == {"M"} and mallory["accepted"] == 0
 
 
@@ -120,8 +125,15 @@ def test_a_huge_line_is_shortened_when_shown_and_never_held(tmp_path: Path) -> N
         for _ in range(200):
             out.write("x" * (1 << 20))
         out.write("\nDirty\n")
-    result = grade(tmp_path / "t.in", huge, "--answers", tmp_path / "t.ans", "--json",
-                   tmp_path / "r.json", memory=True)  # fmt: skip
+    result = grade(
+        tmp_path / "t.in",
+        huge,
+        "--answers",
+        tmp_path / "t.ans",
+        "--json",
+        tmp_path / "r.json",
+        memory=True,
+    )
     assert result.returncode == 1, result.stderr
     *_, peak_kib = result.stdout.splitlines()
     assert int(peak_kib) < 150 << 10, f"grade held {peak_kib} KiB for a 200 MB line"
@@ -160,7 +172,13 @@ def test_escapes() -> None:
     assert escape.terminal("a\x1b[2Jb\u202e") == "a\\x1b[2Jb\\u202e"
     assert escape.xml("a\x00b\x1bc\td") == "a\\x00b\\x1bc\td"
     assert [escape.csv_cell(t) for t in ("=1", "+1", "-1", "@a", "\t", "=\x1b", "ok")] == [
-        "'=1", "'+1", "'-1", "'@a", "\\x09", "'=\\x1b", "ok",
-    ]  # fmt: skip
+        "'=1",
+        "'+1",
+        "'-1",
+        "'@a",
+        "\\x09",
+        "'=\\x1b",
+        "ok",
+    ]
     assert escape.file_name(os.fsdecode(b"caf\xe9")) == "caf\\xe9"
     assert escape.shorten("x" * 10, 4) == "xxxx... (6 more characters)"

@@ -42,10 +42,13 @@ def _contest() -> dict[str, bytes]:
     a1, a2 = answers(STRGAME, t1), answers(STRGAME, t2)
     wrong = a1.replace("Pure", "Dirty", 1) if "Pure" in a1 else a1.replace("Dirty", "Pure", 1)
     return {
-        "tests/t1.in": t1.encode(), "tests/t2.in": t2.encode(), "tests/t2.ans": a2.encode(),
-        "subs/alice/t1.out": a1.encode(), "subs/alice/t2.out": a2.encode(),
+        "tests/t1.in": t1.encode(),
+        "tests/t2.in": t2.encode(),
+        "tests/t2.ans": a2.encode(),
+        "subs/alice/t1.out": a1.encode(),
+        "subs/alice/t2.out": a2.encode(),
         "subs/bob/t1.out": wrong.encode(),  # and no t2.out: all MISSING
-    }  # fmt: skip
+    }
 
 
 def _tar_gz(files: dict[str, bytes]) -> bytes:
@@ -81,8 +84,13 @@ def test_an_archive_is_graded_by_the_grading_service_with_every_report(server: S
         assert http.get(f"/v1/gradings/{grading}/junit").status_code == 409  # not yet done
         ended = _ended(http, grading)
         assert ended["state"] == "done", ended
-        assert ended["summary"] == {"tests": 2, "submissions": 4, "all_accepted": False,
-                                    "contestants": 2, "cases_wrong": 21}  # fmt: skip
+        assert ended["summary"] == {
+            "tests": 2,
+            "submissions": 4,
+            "all_accepted": False,
+            "contestants": 2,
+            "cases_wrong": 21,
+        }
         report = http.get(ended["links"]["report.json"]).json()
         assert report["version"] == 2 and len(report["submissions"]) == 4
         bob = {s["test"]: s for s in report["submissions"] if s["contestant"] == "bob"}
@@ -151,14 +159,16 @@ def test_a_grading_with_a_bad_test_fails_with_the_cli_message_or_grades_the_rest
 ) -> None:
     files = {**_contest(), "tests/t1.in": b"2\n1 1\nab\n"}
     with server.client() as http:
-        grading = http.post("/v1/gradings", params={"problem": "strgame"},
-                            content=_tar_gz(files)).json()["id"]  # fmt: skip
+        grading = http.post(
+            "/v1/gradings", params={"problem": "strgame"}, content=_tar_gz(files)
+        ).json()["id"]
         ended = _ended(http, grading)
         assert ended["state"] == "failed" and "t1.in:3: case 2:" in ended["error"], ended
         assert ended["error"].startswith("tests/t1.in:3:"), ended  # as in the archive
         assert str(server.spool) not in json.dumps(ended), ended  # never the server's folders
-        kept = http.post("/v1/gradings", params={"problem": "strgame", "keep_going": "1"},
-                         content=_tar_gz(files)).json()["id"]  # fmt: skip
+        kept = http.post(
+            "/v1/gradings", params={"problem": "strgame", "keep_going": "1"}, content=_tar_gz(files)
+        ).json()["id"]
         assert kept == f"{grading}-keep-going"
         ended = _ended(http, kept)
         assert ended["state"] == "done", ended  # the other test is graded
@@ -172,8 +182,9 @@ def test_a_grading_can_be_cancelled_by_its_owner(tmp_path: Path, redis_server: R
     running = Server(tmp_path, redis_server.url).start(wait_healthy=False)  # no workers: it waits
     try:
         with running.client() as http:
-            grading = http.post("/v1/gradings", params={"problem": "strgame"},
-                                content=_tar_gz(_contest())).json()["id"]  # fmt: skip
+            grading = http.post(
+                "/v1/gradings", params={"problem": "strgame"}, content=_tar_gz(_contest())
+            ).json()["id"]
             deadline = time.monotonic() + 20
             while http.get(f"/v1/gradings/{grading}").json()["state"] != "running":
                 assert time.monotonic() < deadline

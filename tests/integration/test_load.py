@@ -83,8 +83,9 @@ def test_a_thousand_small_jobs_from_twenty_clients(
             return
         if status != 0:
             failures.append(f"exit status {status}")
-        failures.extend(f"{p.name}: wrong answers" for p in mine
-                        if outputs[p].getvalue() != expected[p])  # fmt: skip
+        failures.extend(
+            f"{p.name}: wrong answers" for p in mine if outputs[p].getvalue() != expected[p]
+        )
 
     clients = [threading.Thread(target=one_client, args=(paths[i::20],)) for i in range(20)]
     for thread in clients:
@@ -94,8 +95,12 @@ def test_a_thousand_small_jobs_from_twenty_clients(
     assert not failures, failures[:5]
     listed = subprocess.run(
         [sys.executable, "-m", "pipeline.cli", "status", "--json", "--broker", redis_server.url],
-        capture_output=True, text=True, env=command_env(), timeout=120, check=True,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=command_env(),
+        timeout=120,
+        check=True,
+    )
     jobs = json.loads(listed.stdout)["jobs"]
     distinct = len({p.read_bytes() for p in paths})  # equal inputs are one job
     assert len(jobs) == distinct > 900 and {j["state"] for j in jobs} == {"done"}
@@ -103,8 +108,12 @@ def test_a_thousand_small_jobs_from_twenty_clients(
     def text(*extra: str) -> list[str]:
         return subprocess.run(
             [sys.executable, "-m", "pipeline.cli", "status", *extra, "--broker", redis_server.url],
-            capture_output=True, text=True, env=command_env(), timeout=120, check=True,
-        ).stdout.splitlines()  # fmt: skip
+            capture_output=True,
+            text=True,
+            env=command_env(),
+            timeout=120,
+            check=True,
+        ).stdout.splitlines()
 
     short, every = text(), text("--all")
     assert f"... and {distinct - 20} earlier finished jobs (--all lists them)" in short
@@ -132,19 +141,38 @@ def test_a_redis_at_maxmemory_is_one_line_and_the_job_finishes_once_it_has_room(
     path.write_text(input_text(problem, random_cases(problem, "random", 4000, 1000, seed=3)))
     server = RedisServer(tmp_path / "redis", extra="maxmemory 3mb\n").start()
     out = tmp_path / "big.out"
-    command = [sys.executable, "-m", "pipeline.cli", "solve", "-q", "-p", "strgame", str(path),
-               "-o", str(out), "--broker", server.url]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "pipeline.cli",
+        "solve",
+        "-q",
+        "-p",
+        "strgame",
+        str(path),
+        "-o",
+        str(out),
+        "--broker",
+        server.url,
+    ]
     try:
-        full = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False,
-                              env=command_env(GAMEBATCH_CHUNK__WINDOW="0"))  # fmt: skip
+        full = subprocess.run(
+            command,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+            env=command_env(GAMEBATCH_CHUNK__WINDOW="0"),
+        )
         assert full.returncode == 1 and full.stderr.count("\n") == 1, full.stderr
         assert "Redis is full" in full.stderr and not out.exists()
         with redis.Redis.from_url(server.url) as client:
             client.config_set("maxmemory", "0")
         workers.url = server.url
         workers.start(concurrency=1)
-        again = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False,
-                               env=command_env())  # fmt: skip
+        again = subprocess.run(
+            command, capture_output=True, text=True, timeout=300, check=False, env=command_env()
+        )
         assert again.returncode == 0, again.stderr
         assert out.read_text() == answers(problem, path.read_text())
     finally:

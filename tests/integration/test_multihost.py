@@ -45,8 +45,20 @@ class Hosts:
             inside, outside = f"gb{host}", f"gb{host}{self.tag}"[:15]
             ip("netns", "add", ns)
             self.names[host] = ns
-            ip("link", "add", inside, "netns", ns, "type", "veth", "peer", "name", outside,
-               "netns", self.switch)  # fmt: skip
+            ip(
+                "link",
+                "add",
+                inside,
+                "netns",
+                ns,
+                "type",
+                "veth",
+                "peer",
+                "name",
+                outside,
+                "netns",
+                self.switch,
+            )
             ip("-n", self.switch, "link", "set", outside, "master", "br0", "up")
             self.addresses[host] = f"{SUBNET}.{number}"
             ip("-n", ns, "addr", "add", f"{self.addresses[host]}/24", "dev", inside)
@@ -60,9 +72,12 @@ class Hosts:
     def run(self, host: str, command: list[str], log: Path, **env: str) -> subprocess.Popen[bytes]:
         with log.open("ab") as out:
             process = subprocess.Popen(
-                ["ip", "netns", "exec", self.names[host], *command], stdout=out, stderr=out,
-                env=command_env(**env), start_new_session=True,
-            )  # fmt: skip
+                ["ip", "netns", "exec", self.names[host], *command],
+                stdout=out,
+                stderr=out,
+                env=command_env(**env),
+                start_new_session=True,
+            )
         self.processes.append(process)
         return process
 
@@ -104,8 +119,11 @@ def test_a_job_spreads_over_worker_hosts_and_survives_losing_one(
     )
     hosts.run("redis", [redis_server_binary(), str(tmp_path / "redis.conf")], tmp_path / "r.log")
     url = f"redis://:{password}@{hosts.addresses['redis']}:6379/0"
-    fast = {"GAMEBATCH_LEASE_SECONDS": "2", "GAMEBATCH_STALL_SECONDS": "3",
-            "GAMEBATCH_CHUNK__MAX_CASES": "1"}  # fmt: skip
+    fast = {
+        "GAMEBATCH_LEASE_SECONDS": "2",
+        "GAMEBATCH_STALL_SECONDS": "3",
+        "GAMEBATCH_CHUNK__MAX_CASES": "1",
+    }
     worker = [sys.executable, "-m", "pipeline.cli", "worker", "--broker", url, "--concurrency", "1"]
     logs = {host: tmp_path / f"{host}.log" for host in ("w1", "w2")}
     for host, log in logs.items():
@@ -115,9 +133,25 @@ def test_a_job_spreads_over_worker_hosts_and_survives_losing_one(
         assert time.monotonic() < deadline, "workers did not start"
         time.sleep(0.1)
     out = tmp_path / "out"
-    solve = hosts.run("cli", [sys.executable, "-m", "pipeline.cli", "solve", "-q", "-p", "strgame",
-                              str(path), "-o", str(out), "--broker", url],
-                      tmp_path / "cli.log", **fast)  # fmt: skip
+    solve = hosts.run(
+        "cli",
+        [
+            sys.executable,
+            "-m",
+            "pipeline.cli",
+            "solve",
+            "-q",
+            "-p",
+            "strgame",
+            str(path),
+            "-o",
+            str(out),
+            "--broker",
+            url,
+        ],
+        tmp_path / "cli.log",
+        **fast,
+    )
     while logs["w1"].read_bytes().count(b"succeeded") < 200:
         assert time.monotonic() < deadline + 60 and solve.poll() is None, "no progress on w1"
         time.sleep(0.05)

@@ -59,8 +59,7 @@ def _kill_and_check(
     try:
         while True:
             tree = _tree(process.pid)
-            missing = [k for k, test in kinds.items()
-                       if not any(test(c) for _, c in tree.values())]  # fmt: skip
+            missing = [k for k, test in kinds.items() if not any(test(c) for _, c in tree.values())]
             if not missing:
                 break
             assert process.poll() is None, f"it ended before starting {missing}"
@@ -78,8 +77,11 @@ def _kill_and_check(
     deadline = time.monotonic() + GRACE
     while True:
         table = _processes()
-        alive = [cmd for pid, (started, cmd) in tree.items()
-                 if pid in table and table[pid][1] == started and not _zombie(pid)]  # fmt: skip
+        alive = [
+            cmd
+            for pid, (started, cmd) in tree.items()
+            if pid in table and table[pid][1] == started and not _zombie(pid)
+        ]
         if not alive:
             return
         assert time.monotonic() < deadline, f"alive {GRACE:g} s after SIGKILL: {alive}"
@@ -132,22 +134,42 @@ def _start(args: list[str], tmp_path: Path, **env: str) -> subprocess.Popen[byte
     (tmp_path / "tmp").mkdir(exist_ok=True)
     with (tmp_path / "stderr").open("ab") as err:
         return subprocess.Popen(
-            [sys.executable, "-m", "pipeline.cli", *args], stdout=subprocess.DEVNULL,
-            stderr=err, start_new_session=True,
+            [sys.executable, "-m", "pipeline.cli", *args],
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            start_new_session=True,
             env=command_env(TMPDIR=str(tmp_path / "tmp"), GAMEBATCH_CHUNK__MAX_CASES="1", **env),
-        )  # fmt: skip
+        )
 
 
 def test_solve_on_the_embedded_default(tmp_path: Path) -> None:
     out = tmp_path / "out"
-    solve = _start(["solve", "-q", "-p", "strgame", *_inputs(tmp_path), "--out-dir", str(out),
-                    "--producers", "2", "--workers", "2"], tmp_path,
-                   GAMEBATCH_CHUNK__WINDOW="1")  # fmt: skip
+    solve = _start(
+        [
+            "solve",
+            "-q",
+            "-p",
+            "strgame",
+            *_inputs(tmp_path),
+            "--out-dir",
+            str(out),
+            "--producers",
+            "2",
+            "--workers",
+            "2",
+        ],
+        tmp_path,
+        GAMEBATCH_CHUNK__WINDOW="1",
+    )
     kinds = {"redis": REDIS, "producer": PRODUCER, "pool": _celery_processes(solve, 3)}
     _kill_and_check(solve, kinds)
     # the next command removes the dead one's temporary folder
-    status = subprocess.run([sys.executable, "-m", "pipeline.cli", "status"], capture_output=True,
-                            env=command_env(TMPDIR=str(tmp_path / "tmp")), check=False)  # fmt: skip
+    status = subprocess.run(
+        [sys.executable, "-m", "pipeline.cli", "status"],
+        capture_output=True,
+        env=command_env(TMPDIR=str(tmp_path / "tmp")),
+        check=False,
+    )
     assert status.returncode == 0, status.stderr
     assert list((tmp_path / "tmp").iterdir()) == []
     assert not out.exists() or list(out.iterdir()) == []
@@ -157,9 +179,23 @@ def test_solve_on_the_embedded_default(tmp_path: Path) -> None:
 def test_solve_with_a_broker_and_producer_processes(
     tmp_path: Path, redis_server: RedisServer
 ) -> None:
-    solve = _start(["solve", "-q", "-p", "strgame", *_inputs(tmp_path), "--out-dir",
-                    str(tmp_path / "out"), "--producers", "2", "--broker", redis_server.url],
-                   tmp_path, GAMEBATCH_CHUNK__WINDOW="1")  # fmt: skip
+    solve = _start(
+        [
+            "solve",
+            "-q",
+            "-p",
+            "strgame",
+            *_inputs(tmp_path),
+            "--out-dir",
+            str(tmp_path / "out"),
+            "--producers",
+            "2",
+            "--broker",
+            redis_server.url,
+        ],
+        tmp_path,
+        GAMEBATCH_CHUNK__WINDOW="1",
+    )
     _kill_and_check(solve, {"producer": PRODUCER})
 
 
@@ -182,6 +218,8 @@ def test_grade_on_the_embedded_default(tmp_path: Path) -> None:
     subs.mkdir(parents=True)
     for i, path in enumerate(_inputs(tmp_path, cases=6000)):
         os.replace(path, tests / f"{i}.in")
-    grade = _start(["grade", "-q", "-p", "strgame", "--tests", str(tests), "--submissions",
-                    str(subs.parent)], tmp_path)  # fmt: skip
+    grade = _start(
+        ["grade", "-q", "-p", "strgame", "--tests", str(tests), "--submissions", str(subs.parent)],
+        tmp_path,
+    )
     _kill_and_check(grade, {"redis": REDIS, "celery": CELERY})

@@ -103,9 +103,14 @@ def test_out_dir_name_clashes_are_refused_before_any_work(tmp_path: Path) -> Non
         (tmp_path / side / "x.in").write_text(INPUT)
     out = tmp_path / "od"
     refused = gamebatch(
-        "solve", "-p", "strgame", str(tmp_path / "a/x.in"), str(tmp_path / "b/x.in"),
-        "--out-dir", str(out),
-    )  # fmt: skip
+        "solve",
+        "-p",
+        "strgame",
+        str(tmp_path / "a/x.in"),
+        str(tmp_path / "b/x.in"),
+        "--out-dir",
+        str(out),
+    )
     _one_error_line(refused, 2, f"{tmp_path / 'a/x.in'} and {tmp_path / 'b/x.in'} would both")
     assert not out.exists(), "a refused command made its output folder"
 
@@ -127,8 +132,9 @@ def test_an_output_that_was_never_writable_is_refused_before_solving(
     )
     _one_error_line(
         gamebatch("solve", "-p", "strgame", str(given), "-o", str(tmp_path / "no/such/r.out")),
-        2, "does not exist",
-    )  # fmt: skip
+        2,
+        "does not exist",
+    )
     with _mounted(tmp_path / "ro", "ro") as readonly:
         refused = gamebatch("solve", "-p", "strgame", str(given), "-o", str(readonly / "r.out"))
         _one_error_line(refused, 2, "Read-only file system")
@@ -157,20 +163,30 @@ def test_a_full_disk_under_the_embedded_redis_is_one_clear_line(tmp_path: Path) 
     big.write_text(input_text(problem, random_cases(problem, "random", 3000, 300, seed=1)))
     with _mounted(tmp_path / "state", "size=1m") as state:
         env = {"GAMEBATCH_STATE_DIR": str(state), "GAMEBATCH_FILE_PAYLOADS": "false"}
-        result = gamebatch("solve", "-q", "-p", "strgame", str(big), "-o",
-                           str(tmp_path / "r.out"), env=env)  # fmt: skip
-        _one_error_line(result, 1, f"the embedded Redis cannot save its data in {state / 'redis'}:"
-                        " No space left on device; free some space there")  # fmt: skip
+        result = gamebatch(
+            "solve", "-q", "-p", "strgame", str(big), "-o", str(tmp_path / "r.out"), env=env
+        )
+        _one_error_line(
+            result,
+            1,
+            f"the embedded Redis cannot save its data in {state / 'redis'}:"
+            " No space left on device; free some space there",
+        )
         assert not (tmp_path / "r.out").exists()
         subprocess.run(["mount", "-o", "remount,size=64m", str(state)], check=True)
-        again = gamebatch("solve", "-q", "-p", "strgame", str(big), "-o", str(tmp_path / "r.out"),
-                          env=env)  # fmt: skip
+        again = gamebatch(
+            "solve", "-q", "-p", "strgame", str(big), "-o", str(tmp_path / "r.out"), env=env
+        )
         assert again.returncode == 0, again.stderr
         assert (tmp_path / "r.out").read_text() == answers(problem, big.read_text())
         log = (state / "redis" / "redis.log").read_text()
         assert "Bad file format" not in log and "Short write" in log  # the write that failed
-        check = subprocess.run(["redis-check-aof", str(state / "redis" / "appendonly.aof")],
-                               capture_output=True, text=True, check=False)  # fmt: skip
+        check = subprocess.run(
+            ["redis-check-aof", str(state / "redis" / "appendonly.aof")],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         assert check.returncode == 0 and "is valid" in check.stdout, check.stdout
 
 
@@ -179,9 +195,10 @@ def _mounted(path: Path, options: str) -> Iterator[Path]:
     """A tmpfs mounted at `path` for the test (the test is skipped where mounting is refused)."""
     path.mkdir()
     done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(path)], capture_output=True,
+        ["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(path)],
+        capture_output=True,
         check=False,
-    )  # fmt: skip
+    )
     if done.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
     try:
@@ -199,8 +216,9 @@ def test_several_results_on_a_full_disk_are_each_written_or_reported(tmp_path: P
     small.write_text("2\n1 1\na\n2 1\nab\nb\n")
     other.write_text("1\n1 1\nab\n")
     with _mounted(tmp_path / "out", "size=64k") as out:
-        result = gamebatch("solve", "-q", "-p", "strgame", str(big), str(small), str(other),
-                           "--out-dir", str(out))  # fmt: skip
+        result = gamebatch(
+            "solve", "-q", "-p", "strgame", str(big), str(small), str(other), "--out-dir", str(out)
+        )
         _one_error_line(result, 1, f"cannot write {out / 'big.in.out'}: No space left on device")
         assert sorted(p.name for p in out.iterdir()) == ["other.in.out", "small.in.out"]
         for path in (small, other):
@@ -214,10 +232,12 @@ def test_several_results_on_a_full_disk_are_each_written_or_reported(tmp_path: P
         (["solve", "-p", "strgame", "{dir}/x.in"], "cannot read {dir}/x.in: Permission denied"),
         (["submit", "-p", "strgame", "{dir}/x.in"], "cannot read {dir}/x.in: Permission denied"),
         (["grade", "-p", "strgame", "{dir}/x.in", "{dir}/x.out"], "cannot read {dir}/x.in"),
-        (["grade", "-p", "strgame", "--tests", "{dir}/t", "--submissions", "{dir}"],
-         "cannot read tests folder {dir}/t: Permission denied"),
+        (
+            ["grade", "-p", "strgame", "--tests", "{dir}/t", "--submissions", "{dir}"],
+            "cannot read tests folder {dir}/t: Permission denied",
+        ),
     ],
-)  # fmt: skip
+)
 def test_an_input_in_an_unreadable_folder_is_one_line(
     tmp_path: Path, args: list[str], words: str
 ) -> None:
@@ -229,10 +249,20 @@ def test_an_input_in_an_unreadable_folder_is_one_line(
     try:
         given = [a.format(dir=folder) for a in args]
         result = subprocess.run(
-            ["setpriv", "--bounding-set=-dac_override,-dac_read_search", sys.executable, "-m",
-             "pipeline.cli", *given], capture_output=True, text=True, env=command_env(),
-            timeout=60, check=False,
-        )  # fmt: skip
+            [
+                "setpriv",
+                "--bounding-set=-dac_override,-dac_read_search",
+                sys.executable,
+                "-m",
+                "pipeline.cli",
+                *given,
+            ],
+            capture_output=True,
+            text=True,
+            env=command_env(),
+            timeout=60,
+            check=False,
+        )
     finally:
         folder.chmod(0o700)
     _one_error_line(result, 2, words.format(dir=folder))

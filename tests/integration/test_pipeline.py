@@ -32,8 +32,12 @@ def gamebatch(*args: str, env: dict[str, str] | None = None, timeout: float = 12
     full_env = command_env(**(env or {}))
     return subprocess.run(
         [sys.executable, "-m", "pipeline.cli", *args],
-        capture_output=True, text=True, env=full_env, timeout=timeout, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=full_env,
+        timeout=timeout,
+        check=False,
+    )
 
 
 def write_dataset(folder: Path, game: str, files: int, cases: int, seed: int) -> list[Path]:
@@ -53,8 +57,17 @@ def test_solve_on_the_embedded_default(tmp_path: Path, game: str) -> None:
     inputs = write_dataset(tmp_path, game, files=3, cases=40, seed=1)
     out = tmp_path / "out"
     out.mkdir()
-    result = gamebatch("solve", "-p", game, *map(str, inputs), "--out-dir", str(out),
-                       "--workers", "2", env=SMALL_CHUNKS)  # fmt: skip
+    result = gamebatch(
+        "solve",
+        "-p",
+        game,
+        *map(str, inputs),
+        "--out-dir",
+        str(out),
+        "--workers",
+        "2",
+        env=SMALL_CHUNKS,
+    )
     assert result.returncode == 0, result.stderr
     problem = get_problem(game)
     for path in inputs:
@@ -94,11 +107,27 @@ def test_several_producers_read_files_at_once(
     # workers yet, three files must be in production at once, by three other processes.
     env = command_env(GAMEBATCH_CHUNK__WINDOW="1", **SMALL_CHUNKS)
     solve = subprocess.Popen(
-        [sys.executable, "-m", "pipeline.cli", "solve", "-q", "-p", "strgame",
-         *map(str, inputs), "--out-dir", str(out), "--broker", redis_server.url,
-         "--producers", "3"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "pipeline.cli",
+            "solve",
+            "-q",
+            "-p",
+            "strgame",
+            *map(str, inputs),
+            "--out-dir",
+            str(out),
+            "--broker",
+            redis_server.url,
+            "--producers",
+            "3",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     try:
         store = JobStore.from_url(redis_server.url)
         deadline = time.monotonic() + 30
@@ -140,9 +169,13 @@ def test_several_producers_read_files_at_once(
 def test_usage_errors_exit_2_without_traceback(tmp_path: Path, args: list[str]) -> None:
     (tmp_path / "x.in").write_text("1\n1 1\na\n")
     result = subprocess.run(
-        [sys.executable, "-m", "pipeline.cli", *args], capture_output=True, text=True, check=False,
-        cwd=tmp_path, env=command_env(),
-    )  # fmt: skip
+        [sys.executable, "-m", "pipeline.cli", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=tmp_path,
+        env=command_env(),
+    )
     assert result.returncode == 2
     assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
 
@@ -164,8 +197,10 @@ def test_submit_worker_collect_as_separate_processes(
 
     worker = subprocess.Popen(
         [sys.executable, "-m", "pipeline.cli", "worker", *broker, "--concurrency", "2"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-    )  # fmt: skip
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     workers.processes.append(worker)
     out = tmp_path / "result.out"
     collected = gamebatch("collect", job_id, *broker, "-o", str(out), "--timeout", "60")
@@ -220,12 +255,22 @@ def test_a_rerun_reuses_answers_and_queues_nothing(
     (path,) = write_dataset(tmp_path, "strgame", files=1, cases=50, seed=6)
     workers.start(concurrency=1, **SMALL_CHUNKS)
     broker = ["--broker", redis_server.url]
-    first = gamebatch("solve", "-p", "strgame", str(path), *broker, "-o", str(tmp_path / "1"),
-                      env=SMALL_CHUNKS)  # fmt: skip
+    first = gamebatch(
+        "solve", "-p", "strgame", str(path), *broker, "-o", str(tmp_path / "1"), env=SMALL_CHUNKS
+    )
     assert first.returncode == 0, first.stderr
     workers.stop()  # nothing left to run the second time
-    second = gamebatch("solve", "-p", "strgame", str(path), *broker, "-o", str(tmp_path / "2"),
-                       env=SMALL_CHUNKS, timeout=30)  # fmt: skip
+    second = gamebatch(
+        "solve",
+        "-p",
+        "strgame",
+        str(path),
+        *broker,
+        "-o",
+        str(tmp_path / "2"),
+        env=SMALL_CHUNKS,
+        timeout=30,
+    )
     assert second.returncode == 0, second.stderr
     assert (tmp_path / "1").read_text() == (tmp_path / "2").read_text()
     assert (tmp_path / "1").read_text() == answers(get_problem("strgame"), path.read_text())
@@ -238,8 +283,9 @@ def test_large_worst_case_files_match_the_reference(
 
     rng = random.Random(12)
     strgame = get_problem("strgame")
-    games = [make_case(rng.randint(1, 10**9), ["".join(rng.choices("ab", k=10**5))])
-             for _ in range(4)]  # fmt: skip
+    games = [
+        make_case(rng.randint(1, 10**9), ["".join(rng.choices("ab", k=10**5))]) for _ in range(4)
+    ]
     games.append(make_case(2, rng.choices("abcdefghijklmnopqrstuvwxyz", k=10**5)))
     games += random_cases(strgame, "wide", 2, 10**5, seed=1)
     games += random_cases(strgame, "random", 3, 10**5, seed=2)
@@ -274,8 +320,9 @@ def test_a_small_job_is_not_stuck_behind_a_large_one(
     small.write_text("30\n" + "1 1\na\n" * 30)
     broker = ["--broker", redis_server.url]
     one_per_chunk = {"GAMEBATCH_CHUNK__MAX_CASES": "1"}
-    submitted = gamebatch("submit", "-p", "strgame", str(big), "--lane", "bulk", *broker,
-                          env=one_per_chunk)  # fmt: skip
+    submitted = gamebatch(
+        "submit", "-p", "strgame", str(big), "--lane", "bulk", *broker, env=one_per_chunk
+    )
     big_job = submitted.stdout.split()[-1]
     workers.start(concurrency=1)
     store = JobStore.from_url(redis_server.url)
@@ -283,8 +330,9 @@ def test_a_small_job_is_not_stuck_behind_a_large_one(
     while (progress := store.progress(big_job)) is None or progress.done < 100:
         assert time.monotonic() < deadline, "the big job did not start"
         time.sleep(0.05)
-    small_job = gamebatch("submit", "-p", "strgame", str(small), *broker,
-                          env=one_per_chunk).stdout.split()[-1]  # fmt: skip
+    small_job = gamebatch(
+        "submit", "-p", "strgame", str(small), *broker, env=one_per_chunk
+    ).stdout.split()[-1]
     before = store.progress(big_job)
     while (small_progress := store.progress(small_job)) is None or small_progress.done < 30:
         assert time.monotonic() < deadline + 30, "the small job is stuck"

@@ -37,8 +37,18 @@ def test_keep_going_marks_invalid_cases_and_lists_their_errors(
     path = tmp_path / "mixed.in"
     path.write_text("5\n1 1\na\n1 1\nB\n2 1\nab\nb\n1 0\na\n1 2\nab\n")  # cases 2 and 4 are bad
     out = tmp_path / "mixed.out"
-    result = gamebatch("solve", "-q", "-p", "strgame", str(path), "-o", str(out), "--keep-going",
-                       "--broker", redis_server.url)  # fmt: skip
+    result = gamebatch(
+        "solve",
+        "-q",
+        "-p",
+        "strgame",
+        str(path),
+        "-o",
+        str(out),
+        "--keep-going",
+        "--broker",
+        redis_server.url,
+    )
     assert result.returncode == 2
     assert result.stderr == (
         f"gamebatch: error: {path}: invalid cases marked INVALID (listed in {out}.errors)\n"
@@ -97,11 +107,25 @@ def test_a_redis_that_lost_its_data_gets_the_input_again(
     path = _big(tmp_path)
     workers.start(concurrency=2)
     solve = subprocess.Popen(
-        [sys.executable, "-m", "pipeline.cli", "solve", "-q", "-p", "strgame", str(path), "-o",
-         str(tmp_path / "r.out"), "--broker", redis_server.url],
-        env=command_env(**ONE_PER_CHUNK), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        [
+            sys.executable,
+            "-m",
+            "pipeline.cli",
+            "solve",
+            "-q",
+            "-p",
+            "strgame",
+            str(path),
+            "-o",
+            str(tmp_path / "r.out"),
+            "--broker",
+            redis_server.url,
+        ],
+        env=command_env(**ONE_PER_CHUNK),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-    )  # fmt: skip
+    )
     store = JobStore.from_url(redis_server.url)
     deadline = time.monotonic() + 60
     while not ((jobs := store.jobs()) and (c := store.progress(jobs[0])) and c.done > 300):
@@ -124,10 +148,25 @@ def test_an_interrupt_exits_130_and_leaves_no_result(
     for number, (sig, repeats) in enumerate(runs, 1):
         out = tmp_path / f"r{number}.out"
         solve = subprocess.Popen(  # no workers: it waits for ever
-            [sys.executable, "-m", "pipeline.cli", "solve", "-q", "-p", "strgame",
-             str(_big(tmp_path, 50 + number)), "-o", str(out), "--broker", redis_server.url],
-            env=command_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "pipeline.cli",
+                "solve",
+                "-q",
+                "-p",
+                "strgame",
+                str(_big(tmp_path, 50 + number)),
+                "-o",
+                str(out),
+                "--broker",
+                redis_server.url,
+            ],
+            env=command_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         store = JobStore.from_url(redis_server.url)
         deadline = time.monotonic() + 30
         while len(store.jobs()) < number:  # each run has its own input, so its own job
@@ -180,8 +219,18 @@ def test_keep_going_keeps_one_line_per_case_when_a_case_cannot_be_delimited(
     path = tmp_path / "lost.in"
     path.write_text("4\n1 1\na\nx 1\nab\n1 1\nb\n1 1\nab\n")
     out = tmp_path / "lost.out"
-    result = gamebatch("solve", "-q", "-p", "strgame", str(path), "-o", str(out),
-                       "--keep-going", "--broker", redis_server.url)  # fmt: skip
+    result = gamebatch(
+        "solve",
+        "-q",
+        "-p",
+        "strgame",
+        str(path),
+        "-o",
+        str(out),
+        "--keep-going",
+        "--broker",
+        redis_server.url,
+    )
     assert result.returncode == 2, result.stderr
     first = answers(get_problem("strgame"), "1\n1 1\na\n").strip()
     assert out.read_text().splitlines() == [first, "INVALID", "INVALID", "INVALID"]
@@ -206,8 +255,9 @@ def test_gamebatch_worker_starts_celery_again_when_it_dies(
     assert b"starting it again" in log.read_bytes()
     path = _big(tmp_path, cases=200)
     out = tmp_path / "r.out"
-    solved = gamebatch("solve", "-q", "-p", "strgame", str(path), "-o", str(out),
-                       "--broker", redis_server.url)  # fmt: skip
+    solved = gamebatch(
+        "solve", "-q", "-p", "strgame", str(path), "-o", str(out), "--broker", redis_server.url
+    )
     assert solved.returncode == 0, solved.stderr
     assert out.read_text() == answers(get_problem("strgame"), path.read_text())
 

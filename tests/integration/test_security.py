@@ -62,9 +62,24 @@ def tls_redis(tmp_path: Path) -> Iterator[str]:
         cwd=tmp_path,
     )
     (tmp_path / "ext.cnf").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
-    _openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
-             "-CAcreateserial", "-out", "server.crt", "-days", "2", "-extfile", "ext.cnf",
-             cwd=tmp_path)  # fmt: skip
+    _openssl(
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.crt",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "server.crt",
+        "-days",
+        "2",
+        "-extfile",
+        "ext.cnf",
+        cwd=tmp_path,
+    )
     port = free_port()
     (tmp_path / "redis.conf").write_text(
         f'port 0\ntls-port {port}\nbind 127.0.0.1\ntls-auth-clients no\nsave ""\n'
@@ -100,9 +115,11 @@ def _start(binary: str, folder: Path, url: str) -> subprocess.Popen[bytes] | Non
     """The server, once it answers over TLS; None when this binary cannot."""
     with (folder / "redis.out").open("ab") as out:
         server = subprocess.Popen(
-            [binary, str(folder / "redis.conf")], stdout=out, stderr=out,
+            [binary, str(folder / "redis.conf")],
+            stdout=out,
+            stderr=out,
             start_new_session=True,
-        )  # fmt: skip
+        )
     deadline = time.monotonic() + 10
     while True:
         try:
@@ -123,10 +140,25 @@ def test_tls_and_acl_user_end_to_end(tmp_path: Path, tls_redis: str) -> None:
     try:
         pool.start(concurrency=1)
         result = subprocess.run(
-            [sys.executable, "-m", "pipeline.cli", "solve", "-p", "pathgame", str(path),
-             "-o", str(tmp_path / "out"), "--broker", tls_redis],
-            capture_output=True, text=True, env=command_env(), timeout=60, check=False,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "pipeline.cli",
+                "solve",
+                "-p",
+                "pathgame",
+                str(path),
+                "-o",
+                str(tmp_path / "out"),
+                "--broker",
+                tls_redis,
+            ],
+            capture_output=True,
+            text=True,
+            env=command_env(),
+            timeout=60,
+            check=False,
+        )
     finally:
         pool.stop()
     assert result.returncode == 0, result.stderr
@@ -140,8 +172,12 @@ def test_plain_connection_to_a_tls_port_fails_cleanly(tls_redis: str) -> None:
     plain = tls_redis.replace("rediss://", "redis://").split("?")[0]
     result = subprocess.run(
         [sys.executable, "-m", "pipeline.cli", "status", "--broker", plain],
-        capture_output=True, text=True, env=command_env(), timeout=120, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=command_env(),
+        timeout=120,
+        check=False,
+    )
     assert result.returncode == 1
     assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
     assert PASSWORD not in result.stderr
@@ -151,8 +187,12 @@ def test_wrong_password_is_a_one_line_error_without_the_password(tls_redis: str)
     wrong = tls_redis.replace(PASSWORD, "not-the-password")
     result = subprocess.run(
         [sys.executable, "-m", "pipeline.cli", "status", "--broker", wrong],
-        capture_output=True, text=True, env=command_env(), timeout=120, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=command_env(),
+        timeout=120,
+        check=False,
+    )
     assert result.returncode == 1
     assert result.stderr.startswith("gamebatch: error: Redis:")
     assert "not-the-password" not in result.stderr and "Traceback" not in result.stderr

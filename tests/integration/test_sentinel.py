@@ -16,11 +16,12 @@ import pytest
 import redis
 
 from pipeline.config import load_settings, mask_url
-from pipeline.jobstore import JobStore, connect_async
+from pipeline.connections import connect_async
+from pipeline.jobstore import JobStore
 from pipeline.local.children import terminate
 from pipeline.sentinel import SentinelUrl
 from tests.integration.test_faults import FAULT_ENV, dataset
-from tests.sentinels import DOWN_AFTER_MS, MASTER, Sentinels
+from tests.sentinels import DOWN_AFTER_MS, FAILOVER_TIMEOUT_MS, MASTER, Sentinels
 
 
 @pytest.fixture
@@ -33,8 +34,11 @@ def sentinels(tmp_path: Path) -> Iterator[Sentinels]:
 
 
 def test_settings_make_one_sentinel_url_and_mask_its_passwords(sentinels: Sentinels) -> None:
-    settings = load_settings(broker_url=sentinels.url, sentinel_master=MASTER,
-                             sentinel_password=sentinels.sentinel_password)  # fmt: skip
+    settings = load_settings(
+        broker_url=sentinels.url,
+        sentinel_master=MASTER,
+        sentinel_password=sentinels.sentinel_password,
+    )
     assert settings.broker_url is not None
     found = SentinelUrl.parse(settings.broker_url)
     assert (found.master, found.password, len(found.hosts)) == (MASTER, sentinels.password, 3)
@@ -67,13 +71,29 @@ def test_a_job_survives_the_loss_of_its_primary(sentinels: Sentinels, tmp_path: 
     log = (tmp_path / "worker.log").open("wb")
     worker = subprocess.Popen(
         [sys.executable, "-m", "pipeline.cli", "worker", "--concurrency", "2"],
-        env=env, stdout=log, stderr=log, start_new_session=True,
-    )  # fmt: skip
+        env=env,
+        stdout=log,
+        stderr=log,
+        start_new_session=True,
+    )
     solve = subprocess.Popen(
-        [sys.executable, "-m", "pipeline.cli", "solve", "-q", "-p", "strgame", str(path), "-o",
-         str(tmp_path / "out")], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        [
+            sys.executable,
+            "-m",
+            "pipeline.cli",
+            "solve",
+            "-q",
+            "-p",
+            "strgame",
+            str(path),
+            "-o",
+            str(tmp_path / "out"),
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-    )  # fmt: skip
+    )
     url = (
         load_settings(
             broker_url=sentinels.url,
@@ -93,7 +113,9 @@ def test_a_job_survives_the_loss_of_its_primary(sentinels: Sentinels, tmp_path: 
         _, err = solve.communicate(timeout=300)
         assert solve.returncode == 0, err
         assert (tmp_path / "out").read_text() == expected
-        assert stall < DOWN_AFTER_MS / 1000 + 25  # detection, election, then the rest
+        # detection, an election (a second one waits failover-timeout), then the clients'
+        # next retry (backoff capped at 2 s): about 3 s at the test's down-after of 1 s
+        assert stall < DOWN_AFTER_MS / 1000 + FAILOVER_TIMEOUT_MS / 1000 + 3, stall
         new = sentinels.sentinel(sentinels.ports[0]).execute_command(
             "SENTINEL", "GET-MASTER-ADDR-BY-NAME", MASTER
         )
@@ -136,18 +158,35 @@ def test_a_command_started_during_a_failover_waits_for_the_new_primary(
     log = (tmp_path / "worker.log").open("wb")
     worker = subprocess.Popen(
         [sys.executable, "-m", "pipeline.cli", "worker", "--concurrency", "1"],
-        env=env, stdout=log, stderr=log, start_new_session=True,
-    )  # fmt: skip
+        env=env,
+        stdout=log,
+        stderr=log,
+        start_new_session=True,
+    )
     primary = sentinels.primary_port()
     old = sentinels.primary if primary == sentinels.primary.port else sentinels.replica
     assert old.process is not None
     os.kill(old.process.pid, signal.SIGKILL)
     try:
         solve = subprocess.run(
-            [sys.executable, "-m", "pipeline.cli", "solve", "-q", "-p", "strgame", str(path),
-             "-o", str(tmp_path / "out")], env=env, capture_output=True, text=True, timeout=180,
+            [
+                sys.executable,
+                "-m",
+                "pipeline.cli",
+                "solve",
+                "-q",
+                "-p",
+                "strgame",
+                str(path),
+                "-o",
+                str(tmp_path / "out"),
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=180,
             check=False,
-        )  # fmt: skip
+        )
         assert solve.returncode == 0, solve.stderr
         assert "waiting for Redis at" in solve.stderr and sentinels.password not in solve.stderr
         assert (tmp_path / "out").read_text() == expected

@@ -53,8 +53,9 @@ def test_upload_follow_events_and_download_exactly_what_solve_writes(
     text = _text(STRGAME, 400)
     with server.client() as http:
         blocks = (text.encode()[i : i + 4096] for i in range(0, len(text), 4096))  # streamed
-        created = http.put("/v1/jobs", params={"problem": "strgame", "name": "a.in"},
-                           content=blocks)  # fmt: skip
+        created = http.put(
+            "/v1/jobs", params={"problem": "strgame", "name": "a.in"}, content=blocks
+        )
         assert created.status_code == 201, created.text
         job = created.json()
         assert job["id"].startswith("strgame-") and job["name"] == "a.in"
@@ -88,8 +89,11 @@ def test_upload_follow_events_and_download_exactly_what_solve_writes(
 def test_a_multipart_form_upload_is_streamed_to_the_same_job(server: Server) -> None:
     text = _text(PATHGAME, 300, seed=4)
     with server.client() as http:
-        form = http.post("/v1/jobs", params={"problem": "pathgame"},
-                         files={"file": ("boards.in", text.encode(), "text/plain")})  # fmt: skip
+        form = http.post(
+            "/v1/jobs",
+            params={"problem": "pathgame"},
+            files={"file": ("boards.in", text.encode(), "text/plain")},
+        )
         assert form.status_code == 201, form.text
         job = form.json()
         assert job["name"] == "boards.in"
@@ -104,8 +108,9 @@ def test_a_bad_file_fails_with_the_cli_message_and_leaves_only_its_record(
 ) -> None:
     text = _text(STRGAME, 30) + "surplus\n"
     with server.client() as http:
-        job = http.put("/v1/jobs", params={"problem": "strgame", "name": "bad.in"},
-                       content=text.encode()).json()  # fmt: skip
+        job = http.put(
+            "/v1/jobs", params={"problem": "strgame", "name": "bad.in"}, content=text.encode()
+        ).json()
         ended = wait_until_ended(http, job["id"])
         assert ended["state"] == "failed" and ended["exit_code"] == 2
         assert ended["errors"][0].startswith("bad.in:"), ended["errors"]
@@ -129,8 +134,7 @@ def _json_error(response: httpx.Response, status: int) -> str:
 def test_bad_requests_get_a_json_4xx(server: Server) -> None:
     body = _text(STRGAME, 3).encode()
     with server.client(None) as anonymous:
-        assert "token" in _json_error(anonymous.put("/v1/jobs?problem=strgame", content=body),
-                                      401)  # fmt: skip
+        assert "token" in _json_error(anonymous.put("/v1/jobs?problem=strgame", content=body), 401)
         assert anonymous.get("/healthz").status_code == 200  # the one open route
     with server.client("not-a-token") as wrong:
         _json_error(wrong.get("/v1/jobs"), 401)
@@ -139,8 +143,9 @@ def test_bad_requests_get_a_json_4xx(server: Server) -> None:
         assert "submit" in _json_error(reader.put("/v1/jobs?problem=strgame", content=body), 403)
         _json_error(reader.get("/metrics"), 403)
     with server.client() as http:
-        assert "unknown problem" in _json_error(http.put("/v1/jobs?problem=chess", content=body),
-                                                400)  # fmt: skip
+        assert "unknown problem" in _json_error(
+            http.put("/v1/jobs?problem=chess", content=body), 400
+        )
         _json_error(http.put("/v1/jobs", content=body), 400)
         _json_error(http.put("/v1/jobs?problem=strgame&lane=fast", content=body), 400)
         _json_error(http.put("/v1/jobs?problem=strgame&keep_going=maybe", content=body), 400)
@@ -151,11 +156,13 @@ def test_bad_requests_get_a_json_4xx(server: Server) -> None:
         _json_error(http.post("/v1/jobs?problem=strgame", files={"other": ("a", body)}), 400)
         big = b"1\n" + b"a" * (5 << 20) + b"\n"
         assert "max_upload_bytes" in _json_error(
-            http.put("/v1/jobs?problem=strgame", content=big), 413)  # fmt: skip
+            http.put("/v1/jobs?problem=strgame", content=big), 413
+        )
         chunked = (big[i : i + 65536] for i in range(0, len(big), 65536))  # no Content-Length
         _json_error(http.put("/v1/jobs?problem=strgame", content=chunked), 413)
-        _json_error(http.put("/v1/jobs?problem=strgame&callback_url=http://10.1.2.3/x",
-                             content=body), 422)  # fmt: skip
+        _json_error(
+            http.put("/v1/jobs?problem=strgame&callback_url=http://10.1.2.3/x", content=body), 422
+        )
         _json_error(http.get("/v1/jobs/not-a-job"), 404)
         _json_error(http.get(f"/v1/jobs/strgame-{'0' * 24}"), 404)
         _json_error(http.get(f"/v1/jobs/strgame-{'0' * 24}/result"), 404)
@@ -181,8 +188,10 @@ def _abandon_upload(server: Server, headers: str, body: bytes, folder: str) -> N
             time.sleep(0.02)
     deadline = time.monotonic() + 20
     while list((server.spool / folder).iterdir()):
-        assert time.monotonic() < deadline, ("the half upload was kept",
-                                             list((server.spool / folder).iterdir()))  # fmt: skip
+        assert time.monotonic() < deadline, (
+            "the half upload was kept",
+            list((server.spool / folder).iterdir()),
+        )
         time.sleep(0.05)
 
 
@@ -238,11 +247,15 @@ def test_webhooks_are_signed_retried_and_one_per_batch(
 ) -> None:
     url, calls = receiver
     with server.client() as http:
-        one = http.put("/v1/jobs", params={"problem": "strgame", "callback_url": url},
-                       content=_text(STRGAME, 20).encode()).json()  # fmt: skip
+        one = http.put(
+            "/v1/jobs",
+            params={"problem": "strgame", "callback_url": url},
+            content=_text(STRGAME, 20).encode(),
+        ).json()
         deadline = time.monotonic() + 60
         while (job := http.get(f"/v1/jobs/{one['id']}").json()).get("webhook", {}).get(
-                "state") != "delivered":  # fmt: skip
+            "state"
+        ) != "delivered":
             assert time.monotonic() < deadline, job
             time.sleep(0.1)
         assert job["webhook"]["attempts"] == 2 and len(calls) == 2  # the first got a 500
@@ -253,10 +266,13 @@ def test_webhooks_are_signed_retried_and_one_per_batch(
             calls[0]["headers"]["Gamebatch-Delivery"] == calls[1]["headers"]["Gamebatch-Delivery"]
         )
         ids = [
-            http.put("/v1/jobs", params={"problem": "pathgame"},
-                     content=_text(PATHGAME, 10, seed=s).encode()).json()["id"]
+            http.put(
+                "/v1/jobs",
+                params={"problem": "pathgame"},
+                content=_text(PATHGAME, 10, seed=s).encode(),
+            ).json()["id"]
             for s in (7, 8)
-        ]  # fmt: skip
+        ]
         batch = http.post("/v1/batches", json={"jobs": ids, "callback_url": url})
         assert batch.status_code == 201, batch.text
         deadline = time.monotonic() + 60
@@ -273,8 +289,9 @@ def test_webhooks_are_signed_retried_and_one_per_batch(
 
 def test_health_metrics_and_the_openapi_document(server: Server) -> None:
     with server.client() as http:
-        job = http.put("/v1/jobs", params={"problem": "strgame"},
-                       content=_text(STRGAME, 5).encode()).json()  # fmt: skip
+        job = http.put(
+            "/v1/jobs", params={"problem": "strgame"}, content=_text(STRGAME, 5).encode()
+        ).json()
         assert wait_until_ended(http, job["id"])["state"] == "done"
         health = http.get("/healthz").json()
         assert health["redis"] == "ok" and health["workers"] >= 1
@@ -282,8 +299,12 @@ def test_health_metrics_and_the_openapi_document(server: Server) -> None:
         assert metrics.status_code == 200
         assert 'gamebatch_jobs{state="done"} 1.0' in metrics.text
         assert "gamebatch_cases_solved_total 5.0" in metrics.text
-        for name in ("gamebatch_jobs", "gamebatch_queue_depth", "gamebatch_uploaded_bytes_total",
-                     "gamebatch_request_seconds_bucket"):  # fmt: skip
+        for name in (
+            "gamebatch_jobs",
+            "gamebatch_queue_depth",
+            "gamebatch_uploaded_bytes_total",
+            "gamebatch_request_seconds_bucket",
+        ):
             assert name in metrics.text
         document = http.get("/v1/openapi.json").json()
         assert document["openapi"].startswith("3.")
@@ -298,11 +319,18 @@ def test_client_mode_solves_submits_and_collects_over_http(server: Server, tmp_p
     token = ["--token-file", str(server.dir / "token")]
 
     def gamebatch(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "pipeline.cli", *args], env=env, check=False,
-                              capture_output=True, text=True, timeout=120)  # fmt: skip
+        return subprocess.run(
+            [sys.executable, "-m", "pipeline.cli", *args],
+            env=env,
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
 
-    solved = gamebatch("solve", "-q", "-p", "strgame", str(source), "-o",
-                       str(tmp_path / "r.out"), *token)  # fmt: skip
+    solved = gamebatch(
+        "solve", "-q", "-p", "strgame", str(source), "-o", str(tmp_path / "r.out"), *token
+    )
     assert solved.returncode == 0, solved.stderr
     assert (tmp_path / "r.out").read_text() == answers(STRGAME, text)
     other = tmp_path / "other.in"
@@ -317,8 +345,7 @@ def test_client_mode_solves_submits_and_collects_over_http(server: Server, tmp_p
     assert json.loads(status.stdout)["state"] == "done"
     bad = tmp_path / "bad.in"
     bad.write_text("2\n1\nab\n")
-    refused = gamebatch("solve", "-q", "-p", "strgame", str(bad), "-o", str(tmp_path / "b"),
-                        *token)  # fmt: skip
+    refused = gamebatch("solve", "-q", "-p", "strgame", str(bad), "-o", str(tmp_path / "b"), *token)
     assert refused.returncode == 2
     assert refused.stderr.startswith(f"gamebatch: error: {bad}:"), refused.stderr
     assert not (tmp_path / "b").exists()
@@ -329,8 +356,17 @@ def test_client_mode_solves_submits_and_collects_over_http(server: Server, tmp_p
     wrong.write_text("\n".join(["Dirty" if lines[0] == "Pure" else "Pure", *lines[1:]]) + "\n")
     graded = gamebatch("grade", "-q", "-p", "strgame", str(source), str(right), *token)
     assert graded.returncode == 0, graded.stderr
-    graded = gamebatch("grade", "-q", "-p", "strgame", str(source), str(wrong), "--json",
-                       str(tmp_path / "g.json"), *token)  # fmt: skip
+    graded = gamebatch(
+        "grade",
+        "-q",
+        "-p",
+        "strgame",
+        str(source),
+        str(wrong),
+        "--json",
+        str(tmp_path / "g.json"),
+        *token,
+    )
     assert graded.returncode == 1, graded.stderr
     report = json.loads((tmp_path / "g.json").read_text())
     assert report["answers"] == [{"test": "in", "source": "cache"}]  # solved above, on the server
@@ -345,12 +381,14 @@ def test_a_server_killed_while_producing_resumes_the_job_on_restart(
 ) -> None:
     # no workers yet, and a window of two chunks: production stalls with the job half read
     text = _text(STRGAME, 3000, seed=21)
-    first = Server(tmp_path, redis_server.url,
-                   chunk={"max_cases": 50, "window": 2}).start(wait_healthy=False)  # fmt: skip
+    first = Server(tmp_path, redis_server.url, chunk={"max_cases": 50, "window": 2}).start(
+        wait_healthy=False
+    )
     try:
         with first.client() as http:
-            job = http.put("/v1/jobs", params={"problem": "strgame"},
-                           content=text.encode()).json()["id"]  # fmt: skip
+            job = http.put("/v1/jobs", params={"problem": "strgame"}, content=text.encode()).json()[
+                "id"
+            ]
             deadline = time.monotonic() + 30
             while http.get(f"/v1/jobs/{job}").json()["state"] != "producing":
                 assert time.monotonic() < deadline
@@ -375,13 +413,16 @@ def test_cancel_stops_a_job_and_keeps_it_cancelled(
     tmp_path: Path, redis_server: RedisServer
 ) -> None:
     running = Server(tmp_path, redis_server.url, server={"max_pending_jobs": 1}).start(
-        wait_healthy=False)  # no workers  # fmt: skip
+        wait_healthy=False
+    )  # no workers
     try:
         with running.client() as http:
-            job = http.put("/v1/jobs", params={"problem": "strgame"},
-                           content=_text(STRGAME, 50).encode()).json()["id"]  # fmt: skip
-            full = http.put("/v1/jobs", params={"problem": "strgame"},
-                            content=_text(STRGAME, 5).encode())  # fmt: skip
+            job = http.put(
+                "/v1/jobs", params={"problem": "strgame"}, content=_text(STRGAME, 50).encode()
+            ).json()["id"]
+            full = http.put(
+                "/v1/jobs", params={"problem": "strgame"}, content=_text(STRGAME, 5).encode()
+            )
             assert "unfinished" in _json_error(full, 503) and full.headers["retry-after"]
             with running.client("reader") as reader:
                 assert "submit" in _json_error(reader.delete(f"/v1/jobs/{job}"), 403)
@@ -439,8 +480,9 @@ def test_an_upload_that_announces_its_digest_is_read_while_it_arrives(
             sent: dict[str, httpx.Response] = {}
 
             def send() -> None:
-                sent["response"] = http.put("/v1/jobs", params={"problem": "strgame"},
-                                            content=blocks(), headers=headers)  # fmt: skip
+                sent["response"] = http.put(
+                    "/v1/jobs", params={"problem": "strgame"}, content=blocks(), headers=headers
+                )
 
             sender = threading.Thread(target=send)
             sender.start()
@@ -457,8 +499,9 @@ def test_an_upload_that_announces_its_digest_is_read_while_it_arrives(
             assert created.json()["id"] == job_id
             assert wait_until_ended(http, job_id)["state"] == "done"
             assert http.get(f"/v1/jobs/{job_id}/result").text == answers(STRGAME, text.decode())
-            again = http.put("/v1/jobs", params={"problem": "strgame"}, content=text,
-                             headers=headers)  # fmt: skip
+            again = http.put(
+                "/v1/jobs", params={"problem": "strgame"}, content=text, headers=headers
+            )
             assert again.status_code == 200 and again.json()["id"] == job_id
         assert sorted((running.spool / "inputs").iterdir()) == []
     finally:
@@ -489,7 +532,7 @@ def test_an_upload_on_a_shared_filesystem_reaches_the_workers_by_its_place_in_th
                     "/v1/jobs", params={"problem": "strgame"}, content=blocks(), headers=headers
                 )
             )
-            sender.start()  # fmt: skip
+            sender.start()
             deadline = time.monotonic() + 20
             while store.chunk_payload(job_id, 0) is None:  # no worker yet: it waits in Redis
                 assert time.monotonic() < deadline and sender.is_alive()
@@ -514,8 +557,9 @@ def test_a_body_that_is_not_its_announced_digest_leaves_no_job(
     text = _text(STRGAME, 500, seed=32).encode()
     lie = _digest(text.replace(b"a", b"b", 1))
     with server.client() as http:
-        refused = http.put("/v1/jobs", params={"problem": "strgame"}, content=text,
-                           headers={"Content-Digest": lie})  # fmt: skip
+        refused = http.put(
+            "/v1/jobs", params={"problem": "strgame"}, content=text, headers={"Content-Digest": lie}
+        )
         assert "Content-Digest" in _json_error(refused, 400)
         named = f"strgame-{hashlib.sha256(text.replace(b'a', b'b', 1)).hexdigest()[:24]}"
         seen = []
@@ -524,8 +568,14 @@ def test_a_body_that_is_not_its_announced_digest_leaves_no_job(
             if event["type"] == "refused":
                 break
         assert seen[0] == "created" and "done" not in seen and "failed" not in seen, seen
-        _json_error(http.put("/v1/jobs?problem=strgame", content=text,
-                             headers={"Content-Digest": "sha-256=:short:"}), 400)  # fmt: skip
+        _json_error(
+            http.put(
+                "/v1/jobs?problem=strgame",
+                content=text,
+                headers={"Content-Digest": "sha-256=:short:"},
+            ),
+            400,
+        )
         assert http.get("/v1/jobs").json()["jobs"] == []
     store = redis.Redis.from_url(redis_server.url)
     deadline = time.monotonic() + 20
@@ -559,13 +609,15 @@ def test_a_worker_killed_during_an_http_job_is_recovered_from(
     tmp_path: Path, redis_server: RedisServer, workers: Workers
 ) -> None:
     first = workers.start(concurrency=1, GAMEBATCH_LEASE_SECONDS="2")
-    running = Server(tmp_path, redis_server.url, chunk={"max_cases": 100}, lease_seconds=2,
-                     stall_seconds=3).start()  # fmt: skip
+    running = Server(
+        tmp_path, redis_server.url, chunk={"max_cases": 100}, lease_seconds=2, stall_seconds=3
+    ).start()
     text = _text(STRGAME, 3000, size=200, seed=51)
     try:
         with running.client() as http:
-            job = http.put("/v1/jobs", params={"problem": "strgame"},
-                           content=text.encode()).json()["id"]  # fmt: skip
+            job = http.put("/v1/jobs", params={"problem": "strgame"}, content=text.encode()).json()[
+                "id"
+            ]
             deadline = time.monotonic() + 30
             while not (http.get(f"/v1/jobs/{job}").json().get("done") or 0) > 0:
                 assert time.monotonic() < deadline
@@ -587,8 +639,9 @@ def test_finished_jobs_and_their_results_are_kept_for_keep_seconds_only(
     running = Server(tmp_path, redis_server.url, server={"keep_seconds": 3}).start()
     try:
         with running.client() as http:
-            job = http.put("/v1/jobs", params={"problem": "strgame"},
-                           content=_text(STRGAME, 10).encode()).json()["id"]  # fmt: skip
+            job = http.put(
+                "/v1/jobs", params={"problem": "strgame"}, content=_text(STRGAME, 10).encode()
+            ).json()["id"]
             assert wait_until_ended(http, job)["state"] == "done"
             assert running.spool.joinpath("results", f"{job}.out").exists()
             deadline = time.monotonic() + 20

@@ -81,8 +81,10 @@ def _contest(tests: int, seed: int) -> bytes:
     with tarfile.open(fileobj=raw, mode="w:gz") as tar:
         for n in range(tests):
             text = _text(3, seed=seed * 1000 + n)
-            for name, data in ((f"tests/t{n:02}.in", text), (f"subs/alice/t{n:02}.out",
-                                                            answers(STRGAME, text))):  # fmt: skip
+            for name, data in (
+                (f"tests/t{n:02}.in", text),
+                (f"subs/alice/t{n:02}.out", answers(STRGAME, text)),
+            ):
                 info = tarfile.TarInfo(name)
                 info.size = len(data.encode())
                 tar.addfile(info, io.BytesIO(data.encode()))
@@ -140,8 +142,12 @@ def test_a_batch_names_only_jobs_its_caller_may_read(served: Server) -> None:
         assert _error(both, 404) == f"no job {theirs}"
         own = uploader.post("/v1/batches", json={"jobs": [mine], "callback_url": url})
         assert own.status_code == 201, own.text
-        assert admin.post("/v1/batches", json={"jobs": [theirs, mine],
-                                               "callback_url": url}).status_code == 201  # fmt: skip
+        assert (
+            admin.post(
+                "/v1/batches", json={"jobs": [theirs, mine], "callback_url": url}
+            ).status_code
+            == 201
+        )
 
 
 def test_an_upload_of_known_content_shows_a_submit_only_caller_nothing_of_its_owner(
@@ -151,8 +157,9 @@ def test_an_upload_of_known_content_shows_a_submit_only_caller_nothing_of_its_ow
     owner's file name, size and outcome stay theirs."""
     text = _text(3, 5).encode()
     with served.client() as admin, served.client(UPLOADER) as uploader:
-        theirs = admin.put("/v1/jobs", params={"problem": "strgame", "name": "secret-plan.in"},
-                           content=text).json()  # fmt: skip
+        theirs = admin.put(
+            "/v1/jobs", params={"problem": "strgame", "name": "secret-plan.in"}, content=text
+        ).json()
         assert wait_until_ended(admin, theirs["id"])["state"] == "done"
         for headers in ({}, {"Content-Digest": _content_digest(text)}):
             again = uploader.put("/v1/jobs?problem=strgame", content=text, headers=headers)
@@ -168,17 +175,34 @@ def test_an_upload_of_known_content_shows_a_submit_only_caller_nothing_of_its_ow
 
 
 def test_malformed_callback_urls_get_422(served: Server) -> None:
-    bad = ["http://[::1", "http://127.0.0.1:99999/", "http://127.0.0.1:0/", "ftp://x",
-           "http:///x", "http://", "http://127.0.0.1/" + "a" * 5000, "http://127.0.0.1/a b",
-           "http://127.0.0.1/\x01"]  # fmt: skip
+    bad = [
+        "http://[::1",
+        "http://127.0.0.1:99999/",
+        "http://127.0.0.1:0/",
+        "ftp://x",
+        "http:///x",
+        "http://",
+        "http://127.0.0.1/" + "a" * 5000,
+        "http://127.0.0.1/a b",
+        "http://127.0.0.1/\x01",
+    ]
     with served.client() as http:
         job = http.put("/v1/jobs?problem=strgame", content=_text(2).encode()).json()["id"]
         for url in bad:
-            _error(http.put("/v1/jobs", params={"problem": "strgame", "callback_url": url},
-                            content=_text(2, 9).encode()), 422)  # fmt: skip
+            _error(
+                http.put(
+                    "/v1/jobs",
+                    params={"problem": "strgame", "callback_url": url},
+                    content=_text(2, 9).encode(),
+                ),
+                422,
+            )
             _error(http.post("/v1/batches", json={"jobs": [job], "callback_url": url}), 422)
-            form = http.post("/v1/jobs?problem=strgame", data={"callback_url": url},
-                             files={"file": ("f.in", _text(2, 11).encode())})  # fmt: skip
+            form = http.post(
+                "/v1/jobs?problem=strgame",
+                data={"callback_url": url},
+                files={"file": ("f.in", _text(2, 11).encode())},
+            )
             _error(form, 422 if len(url) < 4096 else 400)  # checked as a query parameter is
         assert [j["id"] for j in http.get("/v1/jobs").json()["jobs"]] == [job]
     _no_traceback(served)
@@ -222,15 +246,21 @@ def test_callbacks_to_a_silent_host_never_hold_a_runner(
     try:
         with running.client() as http:
             alone = _time_one_job(http, 100)
-            ids = [http.put("/v1/jobs", params={"problem": "strgame", "callback_url": silent_host},
-                            content=_text(2, seed).encode()).json()["id"]
-                   for seed in range(16)]  # fmt: skip
+            ids = [
+                http.put(
+                    "/v1/jobs",
+                    params={"problem": "strgame", "callback_url": silent_host},
+                    content=_text(2, seed).encode(),
+                ).json()["id"]
+                for seed in range(16)
+            ]
             for job in ids:
                 assert wait_until_ended(http, job, timeout=60)["state"] == "done"
             assert _time_one_job(http, 101) < alone + 2.0  # not behind 16 stuck deliveries
             deadline = time.monotonic() + 60
-            while any(http.get(f"/v1/jobs/{j}").json()["webhook"]["state"] != "failed"
-                      for j in ids):  # fmt: skip
+            while any(
+                http.get(f"/v1/jobs/{j}").json()["webhook"]["state"] != "failed" for j in ids
+            ):
                 assert time.monotonic() < deadline
                 time.sleep(0.2)
             error = http.get(f"/v1/jobs/{ids[0]}").json()["webhook"]["error"]
@@ -244,13 +274,24 @@ def test_a_full_delivery_queue_fails_the_webhook_at_once(
     tmp_path: Path, redis_server: RedisServer, workers: Workers, silent_host: str
 ) -> None:
     workers.start(concurrency=2)
-    running = _start(tmp_path, redis_server.url, webhook_timeout=30, webhook_attempts=1,
-                     webhook_queue=2, webhook_senders=1)  # fmt: skip
+    running = _start(
+        tmp_path,
+        redis_server.url,
+        webhook_timeout=30,
+        webhook_attempts=1,
+        webhook_queue=2,
+        webhook_senders=1,
+    )
     try:
         with running.client() as http:
-            ids = [http.put("/v1/jobs", params={"problem": "strgame", "callback_url": silent_host},
-                            content=_text(2, seed).encode()).json()["id"]
-                   for seed in range(8)]  # fmt: skip
+            ids = [
+                http.put(
+                    "/v1/jobs",
+                    params={"problem": "strgame", "callback_url": silent_host},
+                    content=_text(2, seed).encode(),
+                ).json()["id"]
+                for seed in range(8)
+            ]
             for job in ids:
                 assert wait_until_ended(http, job, timeout=60)["state"] == "done"
             time.sleep(0.5)
@@ -291,13 +332,22 @@ def test_a_callback_connects_to_the_address_that_was_checked(
         return real(next(answers_, "127.0.0.2"), *args, **kwargs)
 
     monkeypatch.setattr(socket, "getaddrinfo", rebinding)
-    settings = ServerSettings(webhook_secret=WEBHOOK_SECRET, webhook_hosts=("rebind.test",),
-                              webhook_private_networks=("127.0.0.1/32",), webhook_attempts=1,
-                              webhook_timeout=5)  # fmt: skip
+    settings = ServerSettings(
+        webhook_secret=WEBHOOK_SECRET,
+        webhook_hosts=("rebind.test",),
+        webhook_private_networks=("127.0.0.1/32",),
+        webhook_attempts=1,
+        webhook_timeout=5,
+    )
     states: list[dict[str, Any]] = []
     try:
-        delivered = webhooks.deliver(f"http://rebind.test:{port}/hook", "job.done", {"job": {}},
-                                     settings, lambda s: states.append(dict(s)))  # fmt: skip
+        delivered = webhooks.deliver(
+            f"http://rebind.test:{port}/hook",
+            "job.done",
+            {"job": {}},
+            settings,
+            lambda s: states.append(dict(s)),
+        )
     finally:
         receiver.shutdown()
         receiver.server_close()
@@ -324,8 +374,10 @@ def _connect(server: Server) -> socket.socket:
 
 
 def _request(server: Server, path: str, length: int, extra: str = "") -> bytes:
-    return (f"PUT {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {server.token}\r\n"
-            f"Content-Length: {length}\r\n{extra}\r\n").encode()  # fmt: skip
+    return (
+        f"PUT {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {server.token}\r\n"
+        f"Content-Length: {length}\r\n{extra}\r\n"
+    ).encode()
 
 
 def test_slow_headers_and_stalled_bodies_are_cut_off_and_leave_nothing(
@@ -389,8 +441,11 @@ def test_an_idle_event_stream_stays_open_and_bad_parameters_are_400(served: Serv
                     seen.append(line.removeprefix("event: "))
                     break
                 if time.monotonic() - started > 12.5 and comments:  # kept open, then an event
-                    threading.Thread(target=http.put, args=("/v1/jobs?problem=strgame",),
-                                     kwargs={"content": _text(2).encode()}).start()  # fmt: skip
+                    threading.Thread(
+                        target=http.put,
+                        args=("/v1/jobs?problem=strgame",),
+                        kwargs={"content": _text(2).encode()},
+                    ).start()
                     started = float("inf")
         assert seen == ["created"] and comments >= 1
         _error(http.get("/v1/events", params={"since": f"{2**64}-0"}), 400)
@@ -420,7 +475,8 @@ def test_grading_case_numbers_that_are_no_numbers_are_404(served: Server) -> Non
 
 def test_gradings_are_listed_and_a_range_past_the_end_is_416(served: Server) -> None:
     assert f"gamebatch serve: listening on http://127.0.0.1:{served.port}/" in (
-        served.log.read_text().splitlines())  # fmt: skip
+        served.log.read_text().splitlines()
+    )
     with served.client() as http, served.client("reader") as reader:
         made = []
         for seed in (7, 8, 9):  # one after the other: gradings that share a comparison fail
@@ -444,6 +500,5 @@ def test_gradings_are_listed_and_a_range_past_the_end_is_416(served: Server) -> 
         whole = http.get(f"/v1/jobs/{job}/result", headers={"Range": "bytes=0-"})
         assert whole.status_code == 206 and len(whole.content) == size
         _error(http.get(f"/v1/jobs/{job}/result", headers={"Range": "bytes=9-2"}), 400)
-        report = http.get(f"/v1/gradings/{made[0]}/report.json",
-                          headers={"Range": "bytes=999999-"})  # fmt: skip
+        report = http.get(f"/v1/gradings/{made[0]}/report.json", headers={"Range": "bytes=999999-"})
         assert _error(report, 416) and report.headers["content-range"].startswith("bytes */")

@@ -51,8 +51,9 @@ def test_every_chunk_is_run_once_by_the_command_or_a_worker(
     path.write_text(input_text(problem, random_cases(problem, "random", 3000, 200, seed=8)))
     workers.start(GAMEBATCH_FILE_PAYLOADS="true")  # local workers: they see the command's files
     c = _cluster(redis_server.url)
-    settings = c.settings.model_copy(update={"chunk": c.settings.chunk.model_copy(
-        update={"target_work": 2000})})  # fmt: skip
+    settings = c.settings.model_copy(
+        update={"chunk": c.settings.chunk.model_copy(update={"target_work": 2000})}
+    )
     share = c.sharing()
     if queue_all:
         share.waiting = lambda: 0
@@ -93,8 +94,15 @@ def test_a_production_whose_end_redis_lost_is_read_again(
 
     monkeypatch.setattr(c.store, "finish_production", lose_the_first)
     notes: list[str] = []
-    outcomes = run_on(c, problem, [FileJob(path, out)], notes.append, keep_going=False,
-                      lane="auto", progress=ProgressBar("t", enabled=False))  # fmt: skip
+    outcomes = run_on(
+        c,
+        problem,
+        [FileJob(path, out)],
+        notes.append,
+        keep_going=False,
+        lane="auto",
+        progress=ProgressBar("t", enabled=False),
+    )
     assert outcomes[0].error is None and lost
     assert out.read_text() == answers(problem, path.read_text())
     assert notes == [f"note: Redis lost job {lost[0]}; reading {path} again"]

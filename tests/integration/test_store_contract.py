@@ -116,13 +116,25 @@ def test_one_producer_and_answers_of_the_bytes_in_force(store: tuple[Store, Adva
     assert s.jobs() == [JOB]
 
 
+def test_a_finished_job_is_not_cancelled(store: tuple[Store, Advance]) -> None:
+    s, _ = store
+    s.open_job(JOB, {"problem": "strgame"})
+    s.finish_production(JOB, 1, 1)
+    assert s.save_answers(JOB, 0, "1")
+    s.finish(JOB, 60)
+    assert s.cancel(JOB, 60) == (True, "done")
+    assert s.progress(JOB).state == JobState.DONE  # type: ignore[union-attr]
+    assert list(s.iter_answers(JOB, 1)) == ["1"]  # its answers stay for a re-run
+
+
 def test_cancel_and_delete(store: tuple[Store, Advance]) -> None:
     s, _ = store
     s.open_job(JOB, {"problem": "strgame"})
     s.put_chunk(JOB, 0, b"x")
     s.add_invalid(JOB, ["a.in:3: case 1: bad"])
     assert s.invalid(JOB) == ["a.in:3: case 1: bad"]
-    assert s.cancel(JOB, 60)
+    assert s.cancel(JOB, 60) == (True, "")
+    assert s.cancel(JOB, 60) == (True, "cancelled")  # the state it ended in: no second cancel
     assert s.begin_chunk(JOB, 0, "w", 30).attempt == -1
     assert not s.save_answers(JOB, 0, "0")
     assert s.chunk_payload(JOB, 0) is None and s.invalid(JOB) == []
@@ -130,7 +142,7 @@ def test_cancel_and_delete(store: tuple[Store, Advance]) -> None:
     assert s.finish_production(JOB, 2, 3) == JobState.CANCELLED  # a cancel is never undone
     assert s.progress(JOB).state == JobState.CANCELLED  # type: ignore[union-attr]
     s.delete(JOB)
-    assert s.manifest(JOB) is None and s.jobs() == [] and not s.cancel(JOB, 60)
+    assert s.manifest(JOB) is None and s.jobs() == [] and s.cancel(JOB, 60) == (False, "")
     assert s.finish_production(JOB, 1, 1) is None and s.manifest(JOB) is None  # nothing made
 
 

@@ -60,8 +60,12 @@ def test_a_planted_upload_serves_no_wrong_answer_and_blocks_no_honest_user(
 
     def put(name: str, body: bytes | Iterator[bytes]) -> None:
         with running.client() as http:
-            replies[name] = http.put("/v1/jobs", params={"problem": "strgame"}, content=body,
-                                     headers={"Content-Digest": _digest(real)})  # fmt: skip
+            replies[name] = http.put(
+                "/v1/jobs",
+                params={"problem": "strgame"},
+                content=body,
+                headers={"Content-Digest": _digest(real)},
+            )
 
     out = tmp_path / "real.out"
     solved: list[object] = []

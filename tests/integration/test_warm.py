@@ -28,14 +28,17 @@ class Warm:
 
     def __init__(self, folder: Path, seconds: int = 60) -> None:
         self.folder = folder
-        self.env = command_env(GAMEBATCH_STATE_DIR=str(folder),
-                               GAMEBATCH_WARM_SECONDS=str(seconds))  # fmt: skip
+        self.env = command_env(GAMEBATCH_STATE_DIR=str(folder), GAMEBATCH_WARM_SECONDS=str(seconds))
 
     def command(self, *args: str, cwd: Path | None = None, **env: str) -> subprocess.Popen[str]:
         return subprocess.Popen(
-            [sys.executable, "-m", "pipeline.launch", *args], cwd=cwd,
-            env={**self.env, **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )  # fmt: skip
+            [sys.executable, "-m", "pipeline.launch", *args],
+            cwd=cwd,
+            env={**self.env, **env},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
 
     def run(self, *args: str, **kw: object) -> tuple[int, str, str]:
         process = self.command(*args, **kw)  # type: ignore[arg-type]
@@ -116,8 +119,7 @@ def test_a_command_in_the_warm_service_behaves_as_if_run_here(
     status, out, err = warm.run("solve", "-q", "-p", "strgame", "b.in", cwd=work)
     assert (status, out) == (0, expected), err
     # bad input: one line, exit status 2, no result file, through the service too
-    status, out, err = warm.run("solve", "-q", "-p", "strgame", "bad.in", "-o", "bad.out",
-                                cwd=work)  # fmt: skip
+    status, out, err = warm.run("solve", "-q", "-p", "strgame", "bad.in", "-o", "bad.out", cwd=work)
     assert status == 2 and out == ""
     assert err.splitlines() == [
         "gamebatch: error: bad.in:5: case 2: string 1 of 1 has 'B' at position 1:"
@@ -141,8 +143,14 @@ def test_the_callers_limits_hold_in_the_service(warm: Warm, tmp_path: Path) -> N
     script = f'ulimit -f 1; exec "{sys.executable}" -m pipeline.launch solve -q -p pathgame {path}'
 
     def limited(out: Path, **env: str) -> tuple[int, str]:  # results over 1 KiB cannot be written
-        done = subprocess.run(["bash", "-c", f"{script} -o {out}"], env={**warm.env, **env},
-                              capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+        done = subprocess.run(
+            ["bash", "-c", f"{script} -o {out}"],
+            env={**warm.env, **env},
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
         return done.returncode, done.stderr.replace(str(out), "OUT")
 
     before = warm.commands_run()
@@ -165,8 +173,14 @@ def test_the_socket_is_the_owners_and_the_callers_umask_holds(warm: Warm, tmp_pa
     for mask, mode in (("077", 0o600), ("022", 0o644)):
         out = tmp_path / f"{mask}.out"
         script = f'umask {mask}; exec "{sys.executable}" -m pipeline.launch solve -q -p strgame'
-        done = subprocess.run(["bash", "-c", f"{script} {path} -o {out}"], env=warm.env,
-                              capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+        done = subprocess.run(
+            ["bash", "-c", f"{script} {path} -o {out}"],
+            env=warm.env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
         assert done.returncode == 0, done.stderr
         assert stat.S_IMODE(out.stat().st_mode) == mode, (mask, oct(out.stat().st_mode))
     warm.wait_for_commands(before + 2)  # both ran in the service
@@ -208,8 +222,9 @@ def test_the_service_stops_when_idle_or_when_another_version_asks(tmp_path: Path
     status, first, _ = other.run("solve", "-q", "-p", "pathgame", str(path))
     pid = other.wait_until_serving()
     # a caller whose code differs (another module path) runs the command itself
-    status, again, err = other.run("solve", "-q", "-p", "pathgame", str(path),
-                                   PYTHONPATH=str(tmp_path))  # fmt: skip
+    status, again, err = other.run(
+        "solve", "-q", "-p", "pathgame", str(path), PYTHONPATH=str(tmp_path)
+    )
     assert (status, again) == (0, first), err
     _wait_gone(pid)
     assert "another version of the code asked" in other.log()
@@ -255,10 +270,24 @@ def test_a_caller_with_fewer_capabilities_runs_its_own_command(warm: Warm, tmp_p
     assert warm.run("solve", "-q", "-p", "strgame", str(readable))[0] == 0
     warm.wait_until_serving()
     weaker = subprocess.run(
-        ["setpriv", "--bounding-set=-dac_override,-dac_read_search", sys.executable, "-m",
-         "pipeline.launch", "solve", "-q", "-p", "strgame", str(secret)],
-        env=warm.env, capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
+        [
+            "setpriv",
+            "--bounding-set=-dac_override,-dac_read_search",
+            sys.executable,
+            "-m",
+            "pipeline.launch",
+            "solve",
+            "-q",
+            "-p",
+            "strgame",
+            str(secret),
+        ],
+        env=warm.env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert weaker.returncode == 2 and "Permission denied" in weaker.stderr, weaker.stderr
     assert weaker.stdout == ""
     assert "a caller with other credentials" in warm.log()
@@ -300,9 +329,15 @@ def test_a_command_run_here_ends_with_its_output_whole_and_its_status(
     for command in ("pipeline.launch", "pipeline.cli"):
         reader = subprocess.run(
             f'"{sys.executable}" -m {command} solve -q -p pathgame {path} | (sleep 0.5;'
-            ' head -c 10); echo " ${PIPESTATUS[0]}"', shell=True, executable="/bin/bash",
-            env=cold.env, capture_output=True, text=True, timeout=120, check=False,
-        )  # fmt: skip
+            ' head -c 10); echo " ${PIPESTATUS[0]}"',
+            shell=True,
+            executable="/bin/bash",
+            env=cold.env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
         assert reader.stdout == out[:10] + " 1\n" and reader.stderr == "", reader.stderr
 
 
@@ -333,8 +368,9 @@ def test_the_service_keeps_the_workers_for_the_next_command_with_the_same_settin
     assert not _gone(live["pid"])
 
     # other settings for the workers: the command starts its own beside them
-    status, out, err = warm.run("solve", "-q", "-p", "pathgame", str(inputs[2]),
-                                GAMEBATCH_MAX_ATTEMPTS="7", **small)  # fmt: skip
+    status, out, err = warm.run(
+        "solve", "-q", "-p", "pathgame", str(inputs[2]), GAMEBATCH_MAX_ATTEMPTS="7", **small
+    )
     assert (status, out) == (0, expected[2]), err
 
     os.kill(service, signal.SIGTERM)  # the service takes its workers with it

@@ -52,14 +52,20 @@ def browser(tmp_path: Path) -> Iterator[Any]:
         options.add_argument(flag)
     downloads = tmp_path / "downloads"
     downloads.mkdir()
-    options.add_experimental_option("prefs", {
-        "download.default_directory": str(downloads), "download.prompt_for_download": False,
-        "safebrowsing.enabled": True})  # fmt: skip
+    options.add_experimental_option(
+        "prefs",
+        {
+            "download.default_directory": str(downloads),
+            "download.prompt_for_download": False,
+            "safebrowsing.enabled": True,
+        },
+    )
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     driver = webdriver.Chrome(service=ChromeService(CHROMEDRIVER or ""), options=options)
     driver.set_window_size(1200, 900)
-    driver.execute_cdp_cmd("Browser.setDownloadBehavior",
-                           {"behavior": "allow", "downloadPath": str(downloads)})  # fmt: skip
+    driver.execute_cdp_cmd(
+        "Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(downloads)}
+    )
     driver.downloads = downloads
     yield driver
     driver.quit()
@@ -88,9 +94,11 @@ def _console_errors(driver: Any) -> list[str]:
     """Script errors and assets that failed to load; API refusals (a 401, a 422) are answers
     the page shows, which Chromium logs too."""
     return [
-        e["message"] for e in driver.get_log("browser") if e["level"] == "SEVERE"
+        e["message"]
+        for e in driver.get_log("browser")
+        if e["level"] == "SEVERE"
         and not ("/v1/" in e["message"] and "Failed to load resource" in e["message"])
-    ]  # fmt: skip
+    ]
 
 
 def test_a_wrong_token_says_so_and_the_right_one_is_accepted(server: Server, browser: Any) -> None:
@@ -107,8 +115,10 @@ def test_files_are_uploaded_solved_live_and_downloaded(
 ) -> None:
     _sign_in(browser, server, server.token)
     _wait(browser, lambda d: _text(d, "live") == "live")
-    texts = {f"f{i}.in": input_text(STRGAME, random_cases(STRGAME, "random", 300, 60, seed=i))
-             for i in (1, 2)}  # fmt: skip
+    texts = {
+        f"f{i}.in": input_text(STRGAME, random_cases(STRGAME, "random", 300, 60, seed=i))
+        for i in (1, 2)
+    }
     for name, text in texts.items():
         (tmp_path / name).write_text(text)
     bad = tmp_path / "bad.in"
@@ -120,11 +130,18 @@ def test_files_are_uploaded_solved_live_and_downloaded(
 
     def states(driver: Any) -> dict[str, str]:
         rows = driver.find_elements(By.CSS_SELECTOR, "#jobs tbody tr")
-        return {r.find_element(By.CLASS_NAME, "name").text:
-                r.find_element(By.CLASS_NAME, "state").text for r in rows}  # fmt: skip
+        return {
+            r.find_element(By.CLASS_NAME, "name").text: r.find_element(By.CLASS_NAME, "state").text
+            for r in rows
+        }
 
-    _wait(browser, lambda d: len(states(d)) == 3 and all(
-        s.split("\n")[0] in ("done", "failed") for s in states(d).values()))  # fmt: skip
+    _wait(
+        browser,
+        lambda d: (
+            len(states(d)) == 3
+            and all(s.split("\n")[0] in ("done", "failed") for s in states(d).values())
+        ),
+    )
     found = states(browser)
     assert found["f1.in"] == "done" and found["f2.in"] == "done"
     assert found["bad.in"].startswith("failed\nbad.in:3: case 2: file ends"), found["bad.in"]
@@ -153,8 +170,11 @@ def _contest(tmp_path: Path) -> tuple[Path, str]:
     right = answers(STRGAME, test)
     first = right.splitlines()[0]
     other = "Dirty" if first == "Pure" else "Pure"
-    files = {"contest/tests/t1.in": test, "contest/subs/alice/t1.out": right,
-             "contest/subs/bob/t1.out": right.replace(first, other, 1)}  # fmt: skip
+    files = {
+        "contest/tests/t1.in": test,
+        "contest/subs/alice/t1.out": right,
+        "contest/subs/bob/t1.out": right.replace(first, other, 1),
+    }
     archive = tmp_path / "contest.tar.gz"
     with tarfile.open(archive, "w:gz") as tar:
         for name, text in files.items():
@@ -185,7 +205,8 @@ def test_a_contest_archive_is_graded_with_a_sortable_scoreboard_and_case_tables(
     header.click()  # ascending score: bob first
     _wait(browser, lambda d: board(d) == ["bob", "alice"])
     browser.find_element(By.XPATH, "//table[@id='scoreboard']//button[text()='Score']").send_keys(
-        Keys.ENTER)  # fmt: skip
+        Keys.ENTER
+    )
     _wait(browser, lambda d: board(d) == ["alice", "bob"])
     Select(browser.find_element(By.ID, "submission")).select_by_visible_text("bob / t1: 11 of 12")
 
@@ -244,8 +265,10 @@ def test_the_page_at_desktop_and_phone_width_after_a_reload(
 
     def row(driver: Any, name: str) -> dict[str, str]:
         for tr in driver.find_elements(By.CSS_SELECTOR, "#jobs tbody tr"):
-            cells = {c: tr.find_element(By.CLASS_NAME, c).text for c in
-                     ("name", "state", "size", "cases", "time")}  # fmt: skip
+            cells = {
+                c: tr.find_element(By.CLASS_NAME, c).text
+                for c in ("name", "state", "size", "cases", "time")
+            }
             if cells["name"] == name:
                 return cells
         return {}
@@ -271,8 +294,13 @@ def test_the_page_at_desktop_and_phone_width_after_a_reload(
     _wait(browser, lambda d: d.find_element(By.ID, "grading").is_displayed())
     grading = browser.execute_script("return state.grading")
     assert grading and browser.current_url.endswith(f"#grading={grading}")
-    _wait(browser, lambda d: Select(d.find_element(By.ID, "recent")).first_selected_option
-          .get_attribute("value") == grading)  # fmt: skip
+    _wait(
+        browser,
+        lambda d: (
+            Select(d.find_element(By.ID, "recent")).first_selected_option.get_attribute("value")
+            == grading
+        ),
+    )
     assert len(Select(browser.find_element(By.ID, "submission")).options) == 2
     assert _console_errors(browser) == []
 
@@ -309,8 +337,9 @@ def test_the_page_reconnects_to_the_event_feed_and_misses_nothing(
     try:
         with beside.client() as http:
             text = input_text(STRGAME, random_cases(STRGAME, "random", 40, 30, seed=77))
-            job = http.put("/v1/jobs", params={"problem": "strgame", "name": "late.in"},
-                           content=text.encode()).json()  # fmt: skip
+            job = http.put(
+                "/v1/jobs", params={"problem": "strgame", "name": "late.in"}, content=text.encode()
+            ).json()
             deadline = time.monotonic() + 60
             while http.get(f"/v1/jobs/{job['id']}").json()["state"] != "done":
                 assert time.monotonic() < deadline

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import hashlib
 import io
+import json
 import os
 import random
 import secrets
@@ -19,6 +21,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -30,8 +33,10 @@ from pipeline import keys, toolkit
 from pipeline.jobstore import JobStore
 from pipeline.local.redis_server import RedisServer
 from pipeline.registry import get_problem
+from tests.conftest import compile_reference
 from tests.sentinels import Sentinels
 
+GOLDEN = Path(__file__).with_name("expected.json")
 FAULTS = ("pool process", "worker", "solve", "redis", "failover", "network")
 _ENV = {  # quick recovery, and many small chunks so that faults land in the middle of jobs
     "GAMEBATCH_LEASE_SECONDS": "3",
@@ -52,6 +57,7 @@ class Figures:
     cases: int = 0
     longest_stall: float = 0.0
     lost: int = 0  # result files that differ from the answers (must be 0)
+    failed_solves: list[str] = field(default_factory=list)  # solves that ended badly unkilled
     unfinished: int = 0  # jobs whose result was written but which are not marked done (0)
     left: int = 0  # processes still alive at the end (must be 0)
 
@@ -62,6 +68,8 @@ class Figures:
             f"faults injected: {kinds}",
             f"longest stall: {self.longest_stall:.1f} s; lost answers: {self.lost};"
             f" jobs not marked done: {self.unfinished}; processes left: {self.left}",
+            f"solves that failed on their own: {len(self.failed_solves)}",
+            *(f"    {line}" for line in self.failed_solves),
         ]
 
 
@@ -81,8 +89,9 @@ class WorkerHost:
         """Root, iproute2 and permission to make namespaces."""
         if os.geteuid() != 0 or shutil.which("ip") is None:
             return False
-        probe = subprocess.run(["ip", "netns", "add", "gbsoakprobe"], capture_output=True,
-                               check=False)  # fmt: skip
+        probe = subprocess.run(
+            ["ip", "netns", "add", "gbsoakprobe"], capture_output=True, check=False
+        )
         subprocess.run(["ip", "netns", "del", "gbsoakprobe"], capture_output=True, check=False)
         return probe.returncode == 0
 
@@ -137,6 +146,7 @@ class Soak:
         self.workers: list[subprocess.Popen[bytes]] = []
         self.remote: subprocess.Popen[bytes] | None = None  # the worker on the other host
         self.solves: dict[Path, subprocess.Popen[bytes]] = {}  # input -> its running solve
+        self.runs: dict[Path, int] = {}  # input -> solves started for it
         self.groups: set[int] = set()  # every process group started (each a session)
 
     @property
@@ -152,16 +162,19 @@ class Soak:
                 self.host.create()
             self.redis.start()
 
-    def _spawn(self, *args: str, remote: bool = False) -> subprocess.Popen[bytes]:
+    def _spawn(
+        self, *args: str, remote: bool = False, log: Path | None = None
+    ) -> subprocess.Popen[bytes]:
         command, env = [sys.executable, "-m", "pipeline.cli", *args], self.env
         if remote:
             assert self.host is not None
             command = self.host.command(command)
             url = self.redis.url.replace("@127.0.0.1:", f"@{WorkerHost.OUTSIDE}:")
             env = {**self.env, "GAMEBATCH_BROKER_URL": url}
-        with (self.root / "processes.log").open("ab") as log:
-            process = subprocess.Popen(command, env=env, stdout=log, stderr=log,
-                                       start_new_session=True)  # fmt: skip
+        with (log or self.root / "processes.log").open("ab") as out:
+            process = subprocess.Popen(
+                command, env=env, stdout=out, stderr=out, start_new_session=True
+            )
         self.groups.add(process.pid)
         return process
 
@@ -182,7 +195,11 @@ class Soak:
     def start_solve(self, path: Path) -> None:
         game = path.name.split("-")[0]
         out = path.with_suffix(".out")
-        self.solves[path] = self._spawn("solve", "-q", "-p", game, str(path), "-o", str(out))
+        self.runs[path] = self.runs.get(path, 0) + 1
+        log = self.root / f"{path.stem}.{self.runs[path]}.log"  # its own: why it ended
+        self.solves[path] = self._spawn(
+            "solve", "-q", "-p", game, str(path), "-o", str(out), log=log
+        )
 
     def inject(self) -> None:
         """One fault, chosen by the seeded generator."""
@@ -227,13 +244,17 @@ class Soak:
         self.figures.faults[kind] += 1
 
     def heal(self) -> None:
-        """Start again every `solve` that ended without its result (Redis was down too long
-        for it, say): a re-run finds its job and carries on."""
+        """A `solve` the fault loop did not kill must end with its result: one that ended
+        otherwise is a failure of the soak (noted with its last line), started again so
+        that the soak still ends."""
         for path, process in list(self.solves.items()):
-            if process.poll() not in (None, 0) or (
-                process.poll() == 0 and not path.with_suffix(".out").exists()
-            ):
-                self.start_solve(path)
+            code = process.poll()
+            if code is None or (code == 0 and path.with_suffix(".out").exists()):
+                continue
+            log = self.root / f"{path.stem}.{self.runs[path]}.log"
+            lines = log.read_text(errors="replace").strip().splitlines() or ["(no output)"]
+            self.figures.failed_solves.append(f"{path.name}: exit {code}: {lines[-1][:300]}")
+            self.start_solve(path)
 
     def done_cases(self) -> int | None:
         """Cases answered over every job (None while Redis is away)."""
@@ -248,8 +269,11 @@ class Soak:
             return None
 
     def stop(self) -> None:
-        for process in [*self.workers, *([self.remote] if self.remote else []),
-                        *self.solves.values()]:  # fmt: skip
+        for process in [
+            *self.workers,
+            *([self.remote] if self.remote else []),
+            *self.solves.values(),
+        ]:
             _kill_group(process)
         if self.cluster:
             self.cluster.stop()
@@ -265,10 +289,10 @@ class Soak:
             time.sleep(0.2)
 
 
-def make_inputs(folder: Path, jobs: int, scale: float, seed: int) -> dict[Path, bytes]:
-    """Inputs of both games and their answers (from the in-process solver)."""
+def make_inputs(folder: Path, jobs: int, scale: float, seed: int) -> list[Path]:
+    """Inputs of both games, `jobs` files of 600 x `scale` cases each."""
     folder.mkdir(parents=True, exist_ok=True)
-    made = {}
+    made = []
     for n in range(jobs):
         game, shape, size = [("strgame", "random", 300), ("pathgame", "random", 200)][n % 2]
         problem = get_problem(game)
@@ -277,17 +301,43 @@ def make_inputs(folder: Path, jobs: int, scale: float, seed: int) -> dict[Path, 
         toolkit.write_input(problem, cases, text)
         path = folder / f"{game}-{n:03d}.in"
         path.write_text(text.getvalue())
-        problem.prepare(None)
-        made[path] = "".join(problem.answers[problem.solve(c)] + "\n" for c in cases).encode()
+        made.append(path)
     return made
 
 
+def answer_digests(inputs: list[Path], key: str, reference: dict[str, Path] | None) -> list[str]:
+    """SHA-256 of the right answers to each input, never from the solver under test: by the
+    reference programs when there are any, else as they gave them for the test's soaks
+    (expected.json, keyed `seed:jobs:scale`)."""
+    if reference is None:
+        known = json.loads(GOLDEN.read_text()).get(key)
+        if known is None:
+            raise RuntimeError(f"no reference answers for the soak {key}: build the reference")
+        return [known[path.name] for path in inputs]
+    digests = []
+    for path in inputs:
+        binary = reference[path.name.split("-")[0]]
+        with path.open("rb") as stream:
+            out = subprocess.run([str(binary)], stdin=stream, capture_output=True, check=True)
+        digests.append(hashlib.sha256(out.stdout).hexdigest())
+    return digests
+
+
 def run(
-    root: Path, seconds: float, seed: int, *, jobs: int = 8, scale: float = 1.0,
+    root: Path,
+    seconds: float,
+    seed: int,
+    *,
+    jobs: int = 8,
+    scale: float = 1.0,
     sentinel: bool = False,
-) -> Figures:  # fmt: skip
+    reference: dict[str, Path] | None = None,
+) -> Figures:
     """A soak of at least `seconds` of faults, then until every job is done."""
-    inputs = make_inputs(root / "inputs", jobs, scale, seed)
+    paths = make_inputs(root / "inputs", jobs, scale, seed)
+    digests = answer_digests(paths, f"{seed}:{jobs}:{scale}", reference)
+    inputs = dict(zip(paths, digests, strict=True))
+    cases = sum(int(path.read_text().split(maxsplit=1)[0]) for path in paths)  # per round
     soak = Soak(root, seed, sentinel=sentinel)
     start = time.monotonic()
     try:
@@ -306,7 +356,7 @@ def run(
             if finished and time.monotonic() - start >= seconds:
                 break
             if finished:  # faults go on: run the jobs again from scratch, their cache gone
-                _forget(soak, inputs)
+                _forget(soak, paths, cases)
                 waiting = sorted(inputs)
             if time.monotonic() >= next_fault and time.monotonic() - start < seconds:
                 soak.inject()
@@ -316,29 +366,35 @@ def run(
                 soak.host.tick(now=time.monotonic() - start >= seconds)
             done = soak.done_cases()
             if done is not None and done != last_done:
-                soak.figures.longest_stall = max(soak.figures.longest_stall,
-                                                 time.monotonic() - last_progress)  # fmt: skip
+                soak.figures.longest_stall = max(
+                    soak.figures.longest_stall, time.monotonic() - last_progress
+                )
                 last_progress, last_done = time.monotonic(), done
             time.sleep(0.1)
         soak.figures.seconds = time.monotonic() - start
-        for path, answers in inputs.items():
+        for path, digest in inputs.items():
             out = path.with_suffix(".out")
-            soak.figures.lost += not out.exists() or out.read_bytes() != answers
+            soak.figures.lost += not out.exists() or _sha256(out) != digest
         store = JobStore.from_url(soak.url)
         states = [p.state.value for p in store.progress_of(store.jobs()) if p is not None]
         store.close()
         soak.figures.unfinished += sum(state != "done" for state in states)
-        soak.figures.cases += sum(answers.count(b"\n") for answers in inputs.values())
+        soak.figures.cases += cases
         soak.figures.jobs += len(inputs)
     finally:
         soak.stop()
     return soak.figures
 
 
-def _forget(soak: Soak, inputs: dict[Path, bytes]) -> None:
+def _sha256(path: Path) -> str:
+    with path.open("rb") as stream:
+        return hashlib.file_digest(stream, "sha256").hexdigest()
+
+
+def _forget(soak: Soak, inputs: list[Path], cases: int) -> None:
     """Count the round, and drop its jobs so that the next round computes them again."""
     soak.figures.jobs += len(inputs)
-    soak.figures.cases += sum(answers.count(b"\n") for answers in inputs.values())
+    soak.figures.cases += cases
     with contextlib.suppress(redis.RedisError):
         store = JobStore.from_url(soak.url)
         for job_id in store.jobs():
@@ -391,10 +447,20 @@ def main() -> int:
     parser.add_argument("--dir", type=Path, default=Path("/tmp/gamebatch-soak"))
     parser.add_argument("--sentinel", action="store_true", help="fail over instead of restart")
     args = parser.parse_args()
-    figures = run(args.dir, args.seconds, args.seed, jobs=args.jobs, scale=args.scale,
-                  sentinel=args.sentinel)  # fmt: skip
+    args.dir.mkdir(parents=True, exist_ok=True)
+    reference = compile_reference(Path(tempfile.mkdtemp(dir=args.dir)))
+    figures = run(
+        args.dir,
+        args.seconds,
+        args.seed,
+        jobs=args.jobs,
+        scale=args.scale,
+        sentinel=args.sentinel,
+        reference=reference,
+    )
     print("\n".join(figures.lines()))
-    return 0 if figures.lost == figures.unfinished == figures.left == 0 else 1
+    clean = figures.lost == figures.unfinished == figures.left == 0
+    return 0 if clean and not figures.failed_solves else 1
 
 
 if __name__ == "__main__":

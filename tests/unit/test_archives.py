@@ -7,10 +7,11 @@ import io
 import tarfile
 import zipfile
 from pathlib import Path
+from typing import IO
 
 import pytest
 
-from pipeline.server.archives import ArchiveRefused, Limits, unpack
+from pipeline.server.archives import ArchiveRefused, Limits, _Writer, unpack
 
 LIMITS = Limits(files=50, bytes=1 << 20)
 GOOD = {"tests/a.in": b"1\n1 1\na\n", "tests/a.ans": b"Pure\n", "subs/ann/a.out": b"Pure\n"}
@@ -82,25 +83,52 @@ def test_hostile_entries_are_refused_before_anything_stays(
     assert not (tmp_path / "out").exists()
 
 
-def test_a_gzip_bomb_is_stopped_while_it_is_decompressed(tmp_path: Path) -> None:
-    # A tar whose header declares a small file, and whose bytes decompress to much more: the
-    # declared size is a lie the count of written bytes catches.
-    raw = io.BytesIO()
-    with tarfile.open(fileobj=raw, mode="w") as tar:
-        info = tarfile.TarInfo("tests/a.in")
-        info.size = 8 << 20
-        tar.addfile(info, io.BytesIO(b"0" * (8 << 20)))
-    bomb = tmp_path / "bomb.tar.gz"
-    bomb.write_bytes(gzip.compress(raw.getvalue()))
-    assert bomb.stat().st_size < 100_000
-    with pytest.raises(ArchiveRefused, match="max_archive_bytes") as refused:
-        unpack(bomb, tmp_path / "out", LIMITS)
-    assert refused.value.status == 413 and not (tmp_path / "out").exists()
-
-
-def test_a_zip_that_lies_about_its_sizes_is_stopped_while_it_is_decompressed(
+def test_a_gzip_bomb_is_refused_by_its_declared_sizes_before_a_byte_is_written(
     tmp_path: Path,
 ) -> None:
+    # Entries each under the limit whose sizes add up to more: a tar cannot lie about its
+    # sizes (its headers delimit its entries), so their sum stops it before writing one.
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w") as tar:
+        for name in ("tests/a.in", "tests/b.in", "tests/c.in"):
+            info = tarfile.TarInfo(name)
+            info.size = 400_000
+            tar.addfile(info, io.BytesIO(b"0" * info.size))
+    bomb = tmp_path / "bomb.tar.gz"
+    bomb.write_bytes(gzip.compress(raw.getvalue()))
+    assert bomb.stat().st_size < 10_000
+    writers: list[_Writer] = []
+    real = _Writer.write
+
+    def counting(self: _Writer, path: str, source: IO[bytes], declared: int) -> None:
+        writers.append(self)
+        real(self, path, source, declared)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_Writer, "write", counting)
+        with pytest.raises(ArchiveRefused, match="max_archive_bytes") as refused:
+            unpack(bomb, tmp_path / "out", LIMITS)
+    assert refused.value.status == 413 and not (tmp_path / "out").exists()
+    assert len(writers) == 3 and writers[0].written == 800_000  # the third: not a byte
+
+
+def test_an_entry_longer_than_it_declared_is_stopped_by_the_bytes_it_writes(
+    tmp_path: Path,
+) -> None:
+    # A source that yields more than its entry declared (a decompressor that does not
+    # hold the declared size): the count of the bytes written stops it at the limit.
+    writer = _Writer(tmp_path, LIMITS)
+    endless = io.BytesIO(b"0" * (LIMITS.bytes * 3))
+    with pytest.raises(ArchiveRefused, match="max_archive_bytes") as refused:
+        writer.write("tests/a.in", endless, declared=100)
+    assert refused.value.status == 413
+    assert (tmp_path / "tests/a.in").stat().st_size <= LIMITS.bytes
+    assert endless.tell() <= LIMITS.bytes + (1 << 20)  # it stopped reading, too
+
+
+def test_a_zip_that_lies_about_its_sizes_is_refused(tmp_path: Path) -> None:
+    # The central directory says 100 bytes for 4 MiB: the decompressor stops at the declared
+    # size and the checksum of what it gave refuses the entry.
     archive = tmp_path / "liar.zip"
     with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as zipped:
         zipped.writestr("tests/a.in", b"0" * (4 << 20))
@@ -109,9 +137,9 @@ def test_a_zip_that_lies_about_its_sizes_is_stopped_while_it_is_decompressed(
         at = data.find(signature)
         data[at + offset : at + offset + 4] = (100).to_bytes(4, "little")
     archive.write_bytes(bytes(data))
-    with pytest.raises(ArchiveRefused) as refused:
+    with pytest.raises(ArchiveRefused, match="not a readable zip archive: Bad CRC") as refused:
         unpack(archive, tmp_path / "out", LIMITS)
-    assert not (tmp_path / "out").exists(), refused.value
+    assert refused.value.status == 422 and not (tmp_path / "out").exists()
 
 
 def test_too_many_entries_and_garbage_are_refused(tmp_path: Path) -> None:

@@ -53,15 +53,22 @@ def cut(line: str) -> str:
     return line[: comparing.MAX_LINE] + "..." if len(line) > comparing.MAX_LINE else line
 
 
-def distributed(store: MemoryStore, job_id: str, outputs: list[comparing.Output],
-                ignore_case: bool) -> list[verdicts.FileVerdicts]:  # fmt: skip
+def distributed(
+    store: MemoryStore, job_id: str, outputs: list[comparing.Output], ignore_case: bool
+) -> list[verdicts.FileVerdicts]:
     """Produce the job, run every chunk through the runner, gather the files' verdicts."""
     queued: list[int] = []
     comparing.open_job(store, job_id, "strgame", len(outputs), 5)  # tiny chunks: many cuts
     chunks, cases = comparing.produce(
-        store, lambda job, index: queued.append(index), job_id, outputs, problem="strgame",
-        ignore_case=ignore_case, window=None, on_cases=lambda n: None,
-    )  # fmt: skip
+        store,
+        lambda job, index: queued.append(index),
+        job_id,
+        outputs,
+        problem="strgame",
+        ignore_case=ignore_case,
+        window=None,
+        on_cases=lambda n: None,
+    )
     assert queued == list(range(chunks)) and chunks > len(outputs) // 5
     store.finish_production(job_id, chunks, cases)
     assert all(run_chunk(store, job_id, i) == Outcome.SOLVED for i in queued)
@@ -107,9 +114,15 @@ def test_a_whole_file_and_its_lines_get_the_same_verdicts(tmp_path: Path, seed: 
         job = f"compare.strgame-{max_cases:024x}"
         comparing.open_job(store, job, "strgame", 1, max_cases)
         chunks, cases = comparing.produce(
-            store, lambda j, i: None, job, [output], problem="strgame", ignore_case=False,
-            window=None, on_cases=lambda n: None,
-        )  # fmt: skip
+            store,
+            lambda j, i: None,
+            job,
+            [output],
+            problem="strgame",
+            ignore_case=False,
+            window=None,
+            on_cases=lambda n: None,
+        )
         assert (chunks > 1) == (max_cases == 7)
         store.finish_production(job, chunks, cases)
         assert all(run_chunk(store, job, i) == Outcome.SOLVED for i in range(chunks))
@@ -126,9 +139,16 @@ def test_a_file_changed_while_it_was_read_is_refused(tmp_path: Path) -> None:
     store = MemoryStore()
     comparing.open_job(store, "compare.strgame-" + "0" * 24, "strgame", 1, 100)
     with pytest.raises(Exception, match="changed while it was read"):
-        comparing.produce(store, lambda j, i: None, "compare.strgame-" + "0" * 24, [output],
-                          problem="strgame", ignore_case=False, window=None,
-                          on_cases=lambda n: None)  # fmt: skip
+        comparing.produce(
+            store,
+            lambda j, i: None,
+            "compare.strgame-" + "0" * 24,
+            [output],
+            problem="strgame",
+            ignore_case=False,
+            window=None,
+            on_cases=lambda n: None,
+        )
 
 
 def test_lines_are_read_in_blocks_and_long_lines_cut(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -142,13 +162,21 @@ def test_lines_are_read_in_blocks_and_long_lines_cut(monkeypatch: pytest.MonkeyP
 
 def test_the_scoreboard_scores_letters_as_the_reference_scores_cases() -> None:
     rng = random.Random(3)
-    scoring = Scoring((Group("a", 10, ("t1",), ((1, 3),)), Group("b", 20, ("t*",)),
-                       Group("c", 5, ("t2",), ((4, 9),))))  # fmt: skip
+    scoring = Scoring(
+        (
+            Group("a", 10, ("t1",), ((1, 3),)),
+            Group("b", 20, ("t*",)),
+            Group("c", 5, ("t2",), ((4, 9),)),
+        )
+    )
     for _ in range(200):
-        letters = {t: "".join(rng.choice("AAAW") for _ in range(rng.randint(1, 6)))
-                   for t in ("t1", "t2")}  # fmt: skip
-        cases = {t: [CaseResult(i, verdicts.VERDICT_OF[c]) for i, c in enumerate(codes, 1)]
-                 for t, codes in letters.items()}  # fmt: skip
+        letters = {
+            t: "".join(rng.choice("AAAW") for _ in range(rng.randint(1, 6))) for t in ("t1", "t2")
+        }
+        cases = {
+            t: [CaseResult(i, verdicts.VERDICT_OF[c]) for i, c in enumerate(codes, 1)]
+            for t, codes in letters.items()
+        }
         for rules in (scoring, Scoring()):
             assert verdicts.score(rules, letters) == rules.score(cases)
             board = verdicts.Board(rules)
@@ -159,17 +187,33 @@ def test_the_scoreboard_scores_letters_as_the_reference_scores_cases() -> None:
 
 
 def test_diff_reads_either_report_version() -> None:
-    v1 = {"version": 1, "submissions": [{"path": "a/01.out", "cases": [
-        {"index": 1, "verdict": "AC"}, {"index": 2, "verdict": "WA"}]}]}  # fmt: skip
-    v2 = {"version": 2, "submissions": [{"path": "a/01.out", "verdicts": "AA",
-                                         "extra": {"first": "Pure", "more": 0}}]}  # fmt: skip
+    v1 = {
+        "version": 1,
+        "submissions": [
+            {
+                "path": "a/01.out",
+                "cases": [{"index": 1, "verdict": "AC"}, {"index": 2, "verdict": "WA"}],
+            }
+        ],
+    }
+    v2 = {
+        "version": 2,
+        "submissions": [
+            {"path": "a/01.out", "verdicts": "AA", "extra": {"first": "Pure", "more": 0}}
+        ],
+    }
     assert diff_reports(v1, v2) == ["a/01.out: case 2: WA -> AC", "a/01.out: case 3: - -> EXTRA"]
 
 
 def test_comparison_payloads_round_trip_and_malformed_ones_fail_their_chunk() -> None:
-    payload = ComparePayload("strgame", True, [
-        Segment(0, 1, "01", ["Pure", "x y"]), Segment(0, 3, "", [], ("Dirty", 2)),
-    ])  # fmt: skip
+    payload = ComparePayload(
+        "strgame",
+        True,
+        [
+            Segment(0, 1, "01", ["Pure", "x y"]),
+            Segment(0, 3, "", [], ("Dirty", 2)),
+        ],
+    )
     assert decode_payload(payload.encode()) == payload
     good = json.loads(payload.encode())
     for segments in ([[0, 1, "01", "Pure", [1]]], [[0, 1, 5, "Pure", None]], [[0, 1]], 7):

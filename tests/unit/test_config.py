@@ -133,13 +133,16 @@ def test_sentinel_urls_carry_their_settings_and_mask_their_passwords() -> None:
     settings = load_settings(broker_url=url, sentinel_master="main", sentinel_password="spw")
     assert settings.broker_url is not None
     found = SentinelUrl.parse(settings.broker_url)
-    assert found == SentinelUrl((("h1", 26379), ("h2", 26380), ("h3", 26379)), "main", 2, None,
-                                "data@pw", "spw")  # fmt: skip
+    assert found == SentinelUrl(
+        (("h1", 26379), ("h2", 26380), ("h3", 26379)), "main", 2, None, "data@pw", "spw"
+    )
     assert SentinelUrl.parse(found.url()) == found  # one canonical form, passed on as is
     assert found.kombu_url() == "sentinel://h1:26379;sentinel://h2:26380;sentinel://h3:26379/2"
     assert found.transport_options() == {
-        "master_name": "main", "sentinel_kwargs": {"password": "spw"}, "master_password": "data@pw",
-    }  # fmt: skip
+        "master_name": "main",
+        "sentinel_kwargs": {"password": "spw"},
+        "master_password": "data@pw",
+    }
     shown = mask_url(settings.broker_url)
     assert "data" not in shown and "spw" not in shown and "***" in shown and "h3" in shown
     assert "spw" not in show(settings) and "data@pw" not in show(settings)
@@ -169,8 +172,9 @@ def test_the_configuration_reference_is_current() -> None:
     )
     documented = settings_doc.comments(settings_doc.Settings)
     sections = ("chunk", "limits", "server")
-    missing = [n for n in settings_doc.Settings.model_fields if n not in sections
-               and not documented.get(n)]  # fmt: skip
+    missing = [
+        n for n in settings_doc.Settings.model_fields if n not in sections and not documented.get(n)
+    ]
     assert missing == [], "settings without a comment"
 
 

@@ -30,9 +30,14 @@ def test_a_payload_survives_the_round_trip() -> None:
 
 @pytest.mark.parametrize(
     "raw",
-    [b"", b"not json", b"[1, 2]", b'{"format": 2, "problem": "strgame", "first": 1}',
-     b'{"format": 2, "problem": "strgame", "first": "x", "cases": []}'],
-)  # fmt: skip
+    [
+        b"",
+        b"not json",
+        b"[1, 2]",
+        b'{"format": 2, "problem": "strgame", "first": 1}',
+        b'{"format": 2, "problem": "strgame", "first": "x", "cases": []}',
+    ],
+)
 def test_malformed_payloads_are_refused(raw: bytes) -> None:
     with pytest.raises(BadPayload, match="malformed chunk payload"):
         ChunkPayload.decode(raw)

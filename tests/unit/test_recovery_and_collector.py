@@ -31,8 +31,9 @@ def test_recovery_requeues_a_chunk_whose_lease_expired_once_per_start() -> None:
     store = MemoryStore(clock)
     _job(store, 3)
     sent: list[int] = []
-    recovery = Recovery(store, lambda j, i: sent.append(i), lambda: 1, lease=30, stall=60,
-                        clock=clock)  # fmt: skip
+    recovery = Recovery(
+        store, lambda j, i: sent.append(i), lambda: 1, lease=30, stall=60, clock=clock
+    )
     store.begin_chunk(JOB, 1, "w", 30)
     clock.advance(11)
     recovery.tick(store.progress(JOB))  # type: ignore[arg-type]
@@ -51,8 +52,9 @@ def test_recovery_requeues_waiting_chunks_of_a_stalled_job_with_an_empty_queue()
     _job(store, 2)
     sent: list[int] = []
     waiting = [3]
-    recovery = Recovery(store, lambda j, i: sent.append(i), lambda: waiting[0], lease=30,
-                        stall=60, clock=clock)  # fmt: skip
+    recovery = Recovery(
+        store, lambda j, i: sent.append(i), lambda: waiting[0], lease=30, stall=60, clock=clock
+    )
     recovery.tick(store.progress(JOB))  # type: ignore[arg-type]  # its stall clock starts
     clock.advance(61)
     recovery.tick(store.progress(JOB))  # type: ignore[arg-type]

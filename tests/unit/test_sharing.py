@@ -27,8 +27,9 @@ class _Queue:
 def test_chunks_run_here_while_messages_wait_and_are_queued_otherwise() -> None:
     queue, ran = _Queue(), []
     waiting = iter([0, 1, 3, 0])  # the workers take the first message late, then catch up
-    share = Sharing(queue.push, lambda j, i: ran.append(i), lambda: next(waiting),
-                    queue.take_newest)  # fmt: skip
+    share = Sharing(
+        queue.push, lambda j, i: ran.append(i), lambda: next(waiting), queue.take_newest
+    )
     for index in range(4):
         share.send(JOB, index)
     assert (queue.messages, ran) == (["task-3", "task-0"], [1, 2])

@@ -29,8 +29,10 @@ from tests.unit.test_input_errors import CORPUS
 from workers.runner import Outcome, Policy, cases_of_slice, run_chunk
 
 GAMES = ("strgame", "pathgame")
-SHAPES = {"strgame": ("random", "small", "singles", "long", "wide", "chain", "extreme-k"),
-          "pathgame": ("random", "small", "white", "alternating", "sparse", "width1")}  # fmt: skip
+SHAPES = {
+    "strgame": ("random", "small", "singles", "long", "wide", "chain", "extreme-k"),
+    "pathgame": ("random", "small", "white", "alternating", "sparse", "width1"),
+}
 
 
 def _problem(game: str) -> Any:
@@ -97,8 +99,10 @@ def _long_strgame_input(rng: random.Random) -> bytes:
     spaces = [b" ", b"\n", b"\t", b"\r\n", b"\x0b", b"\x0c", b"  \n"]
     cases = []
     for _ in range(rng.randint(1, 4)):
-        words = [bytes(rng.choices(b"abz", k=rng.choice((1, 2, 5, 63, 64, 65, 130))))
-                 for _ in range(rng.randint(1, 300))]  # fmt: skip
+        words = [
+            bytes(rng.choices(b"abz", k=rng.choice((1, 2, 5, 63, 64, 65, 130))))
+            for _ in range(rng.randint(1, 300))
+        ]
         body = b"".join(word + rng.choice(spaces) for word in words)
         cases.append(b"%d %d\n" % (len(words), rng.randint(1, 9)) + body)
     data = bytearray(b"%d\n" % len(cases) + b"".join(cases))
@@ -118,20 +122,29 @@ def test_the_block_scan_reads_long_cases_like_the_python_reader() -> None:
             expected = [found.case for found in read_cases(problem, tokens)]
         except InputError as exc:
             with pytest.raises(slices.Deferred):
-                list(slices.slice_chunks(problem.scan_chunk, io.BytesIO(data),
-                                         slices.Limits(10**9, 10**6, max_token, 0)))  # fmt: skip
+                list(
+                    slices.slice_chunks(
+                        problem.scan_chunk,
+                        io.BytesIO(data),
+                        slices.Limits(10**9, 10**6, max_token, 0),
+                    )
+                )
             if "longer than the limit" not in str(exc):  # workers read slices without one
                 head, body = data.split(b"\n", 1)
                 with pytest.raises(ValueError, match="malformed"):
                     problem.solve_slice(body, int(head))
             continue
         start = data.index(b"\n")  # the work the scan counts is the reader's
-        _, _, cases, work = problem.scan_chunk(data, start, len(expected), 1 << 60, 1 << 30,
-                                               max_token, True, 0, 0)  # fmt: skip
+        _, _, cases, work = problem.scan_chunk(
+            data, start, len(expected), 1 << 60, 1 << 30, max_token, True, 0, 0
+        )
         assert (cases, work) == (len(expected), sum(map(problem.work, expected)))
         target = rng.choice((50, 300, 3000))  # chunks cut by the strings' work
-        found = list(slices.slice_chunks(problem.scan_chunk, io.BytesIO(data),
-                                         slices.Limits(target, 10**6, max_token, 0)))  # fmt: skip
+        found = list(
+            slices.slice_chunks(
+                problem.scan_chunk, io.BytesIO(data), slices.Limits(target, 10**6, max_token, 0)
+            )
+        )
         chunks = _python_chunks(problem, data, target, 10**6)
         assert [(c.first, c.count) for c in found] == [(f, len(c)) for f, c in chunks]
         codes = b"".join(problem.solve_slice(c.data, c.count) for c in found)
@@ -149,8 +162,9 @@ def _wide_boards(rng: random.Random, widths: tuple[int, ...] = WIDE, most: int =
     boards = []
     for _ in range(rng.randint(1, most)):
         shape = rng.choice(("random", "white", "alternating", "sparse"))
-        top, bottom = (bytearray(row.encode()) for row in PATHGAME.generate(
-            rng, shape, rng.choice(widths)))  # fmt: skip
+        top, bottom = (
+            bytearray(row.encode()) for row in PATHGAME.generate(rng, shape, rng.choice(widths))
+        )
         if len(top) < 2:
             boards.append(bytes(top) + rng.choice(SPACES) + bytes(bottom) + b"\n")
             continue
@@ -214,8 +228,11 @@ def test_the_c_solvers_agree_with_the_exhaustive_ones(game: str) -> None:
 def test_wide_boards_use_the_closed_form_past_the_tables() -> None:
     problem = _problem("pathgame")
     rng = random.Random(5)
-    cases = [problem.generate(rng, rng.choice(SHAPES["pathgame"][:5]), width)
-             for width in (1023, 1024, 1025, 1026, 5000, 70000) for _ in range(6)]  # fmt: skip
+    cases = [
+        problem.generate(rng, rng.choice(SHAPES["pathgame"][:5]), width)
+        for width in (1023, 1024, 1025, 1026, 5000, 70000)
+        for _ in range(6)
+    ]
     data = input_text(problem, cases).encode().split(b"\n", 1)[1]
     assert problem.solve_slice(data, len(cases)).decode() == "".join(
         str(problem.solve(case)) for case in cases
@@ -252,8 +269,15 @@ def test_limits_and_unusual_numbers_are_left_to_the_python_reader(
 def test_a_malformed_slice_fails_its_chunk_with_one_reason(game: str) -> None:
     problem = _problem(game)
     good = b"1 1\na\n" if game == "strgame" else b"... ...\n"
-    for data, count in [(good, 2), (good + good, 1), (b"x y\n", 1), (b"", 1), (b"5 1\nab\n", 1),
-                        (b"...\n", 1), (b"#. .#\n", 1)]:  # fmt: skip
+    for data, count in [
+        (good, 2),
+        (good + good, 1),
+        (b"x y\n", 1),
+        (b"", 1),
+        (b"5 1\nab\n", 1),
+        (b"...\n", 1),
+        (b"#. .#\n", 1),
+    ]:
         with pytest.raises(ValueError, match="chunk"):
             problem.solve_slice(data, count)
         store = MemoryStore()
@@ -330,8 +354,9 @@ def test_a_file_whose_workers_read_it_is_read_once(
     path = _input(tmp_path, problem, 60)
     real_read_all = producer._read_all
     readings: list[str] = []
-    monkeypatch.setattr(producer, "_read_all", lambda *a: readings.append("again") or
-                        real_read_all(*a))  # fmt: skip
+    monkeypatch.setattr(
+        producer, "_read_all", lambda *a: readings.append("again") or real_read_all(*a)
+    )
     store, job, sent = _submitted_by_reference(problem, path)
     assert readings == [] and len(sent) > 2
     reader = Policy(holder="t", file_payloads=True)
@@ -460,8 +485,9 @@ def test_chunks_queued_before_the_c_path_defers_are_queued_once(
 
     monkeypatch.setattr(producer, "slice_chunks", deferring)
     store, sent, counted = MemoryStore(), [], []
-    done = submit(problem, path, store, lambda job, i: sent.append(i), settings,
-                  on_cases=counted.append)  # fmt: skip
+    done = submit(
+        problem, path, store, lambda job, i: sent.append(i), settings, on_cases=counted.append
+    )
     assert sent == list(range(done.chunks)) and done.chunks > 4 and done.queued == done.chunks
     assert sum(counted) == done.total == 40
     payloads = [decode_payload(store.chunk_payload(done.job_id, i) or b"") for i in sent]

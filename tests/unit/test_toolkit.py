@@ -28,19 +28,37 @@ def run(*args: str, extra_path: bool = False, timeout: float = 120) -> Any:
         env["PYTHONPATH"] = os.pathsep.join([str(PLUGIN_DIR), env.get("PYTHONPATH", "")])
     return subprocess.run(
         [sys.executable, "-m", "pipeline.cli", *args],
-        capture_output=True, text=True, env=env, timeout=timeout, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+        check=False,
+    )
 
 
 @pytest.mark.parametrize("game", GAMES)
 def test_gen_is_deterministic_and_always_valid(game: str, tmp_path: Path) -> None:
     problem = get_problem(game)
     for shape in ("mixed", *problem.shapes):
-        first = run("gen", "-p", game, "--cases", "20", "--seed", "7", "--shape", shape,
-                    "--size", "300", "-o", str(tmp_path / "a.in"))  # fmt: skip
+        first = run(
+            "gen",
+            "-p",
+            game,
+            "--cases",
+            "20",
+            "--seed",
+            "7",
+            "--shape",
+            shape,
+            "--size",
+            "300",
+            "-o",
+            str(tmp_path / "a.in"),
+        )
         assert first.returncode == 0, first.stderr
-        again = run("gen", "-p", game, "--cases", "20", "--seed", "7", "--shape", shape,
-                    "--size", "300")  # fmt: skip
+        again = run(
+            "gen", "-p", game, "--cases", "20", "--seed", "7", "--shape", shape, "--size", "300"
+        )
         assert again.stdout.encode() == (tmp_path / "a.in").read_bytes()
         assert toolkit.validate(problem, tmp_path / "a.in", LimitSettings(), strict=False) == 20
     other = run("gen", "-p", game, "--cases", "20", "--seed", "8", "--size", "300")

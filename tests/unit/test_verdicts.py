@@ -28,8 +28,11 @@ def test_every_verdict() -> None:
 
 def test_ignore_case_accepts_letter_case_but_not_stray_tokens() -> None:
     assert verdicts("pure\nDIRTY\nPure x\nDirty\n", ignore_case=True) == [
-        (1, "AC"), (2, "AC"), (3, "PE"), (4, "AC"),
-    ]  # fmt: skip
+        (1, "AC"),
+        (2, "AC"),
+        (3, "PE"),
+        (4, "AC"),
+    ]
 
 
 def test_wrong_cases_carry_expected_and_found() -> None:

@@ -10,13 +10,16 @@ from typing import Any
 import redis
 
 from pipeline import keys
+from pipeline.connections import script
 from pipeline.jobstate import FINISHED
-from pipeline.jobstore import script
 
-EVENT_CAP = 100_000  # events kept for clients that resume (older ones are trimmed)
 _TOKEN = re.compile(r"\d{1,20}-\d{1,20}|0")
 
 Record = dict[str, str]
+# what an ending's event tells besides its type (the record holds the rest)
+EVENT_FIELDS = frozenset(
+    {"error", "exit_code", "total", "result_sha256", "result_bytes", "invalid"}
+)
 
 
 def is_event_token(text: str) -> bool:
@@ -37,6 +40,7 @@ class Records:
         self._pending = keys.api_pending(server, kind)
         self._open = client.register_script(script("open_record"))
         self._finish = client.register_script(script("finish_record"))
+        self._begin = client.register_script(script("begin_record"))
 
     def _key(self, record_id: str) -> str:
         return keys.api_record(self.kind, record_id)
@@ -69,14 +73,32 @@ class Records:
         """Change fields of an existing record."""
         self.client.hset(self._key(job_id), mapping={k: str(v) for k, v in fields.items()})
 
-    def finish(self, job_id: str, state: str, **fields: str | int) -> bool:
-        """The job ended: its record says how, and the server no longer owes it. False when
-        the record is gone (an upload refused meanwhile): nothing is written then."""
+    def begin(self, record_id: str, **fields: str | int) -> bool:
+        """A runner took the record: set `fields`, unless it has ended (cancelled while it
+        waited) or is gone (False, nothing written)."""
+        flat = [str(part) for pair in fields.items() for part in pair]
+        ended = sorted(FINISHED)
+        return bool(self._begin(keys=[self._key(record_id)], args=[len(ended), *ended, *flat]))
+
+    def finish(
+        self, record_id: str, state: str, event: str = "", **fields: str | int | bool
+    ) -> bool:
+        """The job ended: its record says how, the server no longer owes it and, given an
+        `event` type, the event says so, all in one write. False when the record has ended
+        already (a cancel came first) or is gone (an upload refused meanwhile)."""
         values = {**fields, "state": state, "finished": f"{time.time():.6f}"}
         flat = [str(part) for pair in values.items() for part in pair]
-        keys_ = [self._key(job_id), self._pending, keys.API_SOLVED]
+        keys_ = [self._key(record_id), self._pending, keys.API_SOLVED, keys.API_EVENTS]
         solved = int(fields.get("total", 0) or 0) if state == "done" else 0
-        return bool(self._finish(keys=keys_, args=[job_id, solved, *flat]))
+        data = {k: v for k, v in fields.items() if k in EVENT_FIELDS}
+        body = _event_body(event, record_id, data) if event else ""
+        ended = sorted(FINISHED)
+        args: list[str | int] = [record_id, solved, body, keys.EVENT_CAP, len(ended), *ended, *flat]
+        return bool(self._finish(keys=keys_, args=args))
+
+    def settle(self, record_id: str) -> None:
+        """The server no longer owes an ended record anything."""
+        self.client.srem(self._pending, record_id)
 
     def finished_before(self, moment: float) -> list[str]:
         """Records listed before `moment` that have ended (or whose record is gone)."""
@@ -130,9 +152,9 @@ class Records:
 
     def event(self, kind: str, job_id: str, data: dict[str, Any]) -> str:
         """Append an event; its id is the token a client resumes from."""
-        body = json.dumps({"type": kind, "job": job_id, **data}, separators=(",", ":"))
+        body = _event_body(kind, job_id, data)
         token = self.client.xadd(
-            keys.API_EVENTS, {"data": body}, maxlen=EVENT_CAP, approximate=True
+            keys.API_EVENTS, {"data": body}, maxlen=keys.EVENT_CAP, approximate=True
         )
         return str(token.decode())
 
@@ -182,3 +204,7 @@ async def read_events(client: Any, since: str, block_ms: int) -> list[tuple[str,
     if not found:
         return []
     return [(token.decode(), fields[b"data"].decode()) for token, fields in found[0][1]]
+
+
+def _event_body(kind: str, record_id: str, data: dict[str, Any]) -> str:
+    return json.dumps({"type": kind, "job": record_id, **data}, separators=(",", ":"))

@@ -1,0 +1,80 @@
+"""A job as every client sees it (`status`, `status --json`, `GET /v1/jobs`, the page): one
+view of its HTTP record, when it was uploaded, and its live counters (no I/O here)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from pipeline.jobstate import JobCounters
+
+_SHOWN = (  # the fields of an HTTP record a client sees
+    "id",
+    "problem",
+    "name",
+    "state",
+    "total",
+    "invalid",
+    "size",
+    "exit_code",
+    "result_sha256",
+    "result_bytes",
+    "created",
+    "finished",
+    "lane",
+)
+_NUMBERS = ("total", "invalid", "size", "result_bytes", "exit_code")
+LIVE = ("producing", "running")  # a record's states during which the counters say more
+ERRORS_SHOWN = 10  # chunk failures listed in a view
+
+
+def public(record: Mapping[str, str]) -> dict[str, Any]:
+    """What a client sees of an HTTP record (its error under `error`)."""
+    shown: dict[str, Any] = {k: record[k] for k in _SHOWN if k in record}
+    for key in _NUMBERS:
+        if key in shown:
+            with contextlib.suppress(ValueError):
+                shown[key] = int(shown[key])
+    for key in ("created", "finished"):
+        if key in shown:
+            shown[key] = float(shown[key])
+    shown["keep_going"] = record.get("keep_going") == "1"
+    if record.get("error"):
+        shown["error"] = record["error"]
+    if "webhook" in record:
+        shown["webhook"] = json.loads(record["webhook"])
+    return shown
+
+
+def view(record: Mapping[str, str] | None, live: JobCounters | None) -> dict[str, Any]:
+    """The job: its record's fields (when uploaded), then its counters' (while it runs, or
+    always for a job of the command line); errors as one list of lines."""
+    body = public(record) if record is not None else {}
+    error = body.pop("error", None)
+    body["errors"] = [error] if error else []
+    if live is not None and (record is None or record.get("state") in LIVE):
+        counted = live.as_dict()
+        failures = counted.pop("failures")
+        if record is not None and counted["state"] not in ("running", "complete"):
+            counted.pop("state")  # producing, or ended: the record knows better
+        body.update({k: v for k, v in counted.items() if k not in ("id", "problem")})
+        body.setdefault("id", live.job_id)
+        body.setdefault("problem", live.problem)
+        body["errors"] += [f"chunk {k}: {v}" for k, v in failures.items()][:ERRORS_SHOWN]
+    elif record is not None and record.get("state") == "done":
+        body["done"] = body.get("total")
+    return body
+
+
+def status_lines(job: Mapping[str, Any]) -> list[str]:
+    """How `status` prints a job's view: one line, then its errors indented."""
+    total = "?" if job.get("total") is None else job["total"]
+    line = f"{job['id']}  {job['state']:<9} {job.get('done') or 0}/{total} cases"
+    if job.get("cases_per_second") is not None:
+        seconds = job["answered"] - job["started"]
+        line += f"  {seconds:.1f} s, {job['cases_per_second']:,.0f} cases/s"
+    if job.get("name"):
+        line += f"  {job['name']}"
+    return [line, *(f"    {error}" for error in job.get("errors", []))]

@@ -1,0 +1,41 @@
+"""One view of a job for every client: the record's fields, the live counters while it runs."""
+
+from __future__ import annotations
+
+from pipeline.jobstate import JobCounters, JobState
+from pipeline.jobview import status_lines, view
+
+JOB = "strgame-" + "a" * 24
+
+
+def _live(state: JobState, done: int = 3, failures: dict[int, str] | None = None) -> JobCounters:
+    return JobCounters(JOB, "strgame", state, 10, done, 2, 1, failures or {}, 1.0, 2.0, 4.0)
+
+
+def test_a_job_of_the_command_line_is_its_counters() -> None:
+    body = view(None, _live(JobState.FAILED, failures={1: "case 4: boom"}))
+    assert body["id"] == JOB and body["problem"] == "strgame"
+    assert (body["state"], body["done"], body["total"]) == ("failed", 3, 10)
+    assert body["errors"] == ["chunk 1: case 4: boom"] and "failures" not in body
+    assert body["cases_per_second"] == 1.5
+    assert status_lines(body) == [
+        f"{JOB}  failed    3/10 cases  2.0 s, 2 cases/s",
+        "    chunk 1: case 4: boom",
+    ]
+
+
+def test_an_uploaded_job_is_its_record_with_live_counters_while_it_runs() -> None:
+    record = {"id": JOB, "problem": "strgame", "name": "a.in", "state": "producing", "size": "9"}
+    producing = view(record, _live(JobState.PRODUCING))
+    assert (producing["state"], producing["done"], producing["size"]) == ("producing", 3, 9)
+    running = view({**record, "state": "running"}, _live(JobState.COMPLETE, done=10))
+    assert (running["state"], running["done"]) == ("complete", 10)
+    assert status_lines(running)[0].endswith("10/10 cases  2.0 s, 5 cases/s  a.in")
+
+
+def test_an_ended_record_wins_over_counters() -> None:
+    record = {"id": JOB, "problem": "strgame", "state": "cancelled", "error": "stopped"}
+    body = view(record, None)
+    assert body["state"] == "cancelled" and body["errors"] == ["stopped"] and "error" not in body
+    done = view({"id": JOB, "state": "done", "total": "10"}, None)
+    assert (done["state"], done["done"], done["total"]) == ("done", 10, 10)
