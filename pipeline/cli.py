@@ -188,6 +188,15 @@ def _grading_commands(sub: Any) -> None:
         metavar="DIR",
         help="bulk: one folder of NAME.out files per contestant",
     )
+    p.add_argument(
+        "--programs",
+        type=Path,
+        metavar="DIR",
+        help="judge programs: one folder per contestant with main.cpp, main.c or main.py",
+    )
+    p.add_argument("--time-limit", type=float, metavar="S", help="CPU seconds per case")
+    p.add_argument("--memory-limit", type=int, metavar="MB", help="memory per case")
+    p.add_argument("--output-limit", type=int, metavar="MB", help="output per run")
     _report_options(p)
     p.add_argument("--ignore-case", action="store_true", help="accept answers in any case")
     p.add_argument(
@@ -575,6 +584,10 @@ def _cmd_grade(args: argparse.Namespace) -> int:
     url = _remote(args)
     settings = _settings(args, need_broker=False)
     problem = get_problem(args.problem)
+    if args.programs is not None:
+        return _judge(args, settings, problem, url)
+    if args.time_limit or args.memory_limit or args.output_limit:
+        raise UsageError("--time-limit, --memory-limit and --output-limit judge --programs")
     bulk = args.tests is not None or args.submissions is not None
     tests, subs, notes = _grade_layout(args, bulk)
     outputs = grade_service.ReportFiles(
@@ -604,6 +617,55 @@ def _cmd_grade(args: argparse.Namespace) -> int:
         ignore_case=args.ignore_case,
         quiet=args.quiet,
         solver=solver if url else None,
+        keep_going=args.keep_going,
+        use=report,
+    )
+    return run.exit_status()
+
+
+def _judge(args: argparse.Namespace, settings: Any, problem: Any, url: str | None) -> int:
+    """`grade --programs`: each contestant's program run on every test in the sandbox."""
+    from pipeline import escape, grade_service, judge_service, layout
+    from pipeline.grading import Scoring
+    from pipeline.scoring import load_scoring
+
+    if url:
+        raise UsageError("--programs judges on this machine's sandbox, not with --server")
+    if args.tests is None or args.submissions is not None or args.files or args.answers:
+        raise UsageError("judging takes --tests DIR and --programs DIR, no files")
+    if args.ignore_case:
+        raise UsageError("--ignore-case grades output files, not --programs")
+    limits = {
+        "time_limit": args.time_limit,
+        "memory_limit_mb": args.memory_limit,
+        "output_limit_mb": args.output_limit,
+    }
+    for name, value in limits.items():
+        if value is not None and value <= 0:
+            raise UsageError(f"--{name.split('_')[0]}-limit must be positive")
+    given = {k: v for k, v in limits.items() if v is not None}
+    settings = settings.model_copy(update={"judge": settings.judge.model_copy(update=given)})
+    tests = layout.tests_in(args.tests)
+    programs, notes = judge_service.find_programs(args.programs, settings.judge.languages)
+    outputs = grade_service.ReportFiles(
+        args.json, args.junit, args.scoreboard, args.report_version, args.junit_cases
+    )
+    outputs.check(t.input for t in tests)
+    for note in notes:
+        _err(f"warning: {escape.terminal(note)}")
+
+    def report(run: grade_service.GradeRun) -> None:
+        for test, error in sorted(run.found.broken.items()):
+            _err(f"error: test {escape.terminal(test)} not graded: {escape.terminal(error)}")
+        outputs.write(run, grade_service.summary(sys.stdout, standings=True))
+
+    run = grade_service.judge_programs(
+        settings,
+        problem,
+        tests,
+        programs,
+        scoring=load_scoring(args.scoring) if args.scoring else Scoring(),
+        quiet=args.quiet,
         keep_going=args.keep_going,
         use=report,
     )

@@ -39,6 +39,7 @@ class Output:
     path: Path | None  # None: no such file (every case MISSING)
     expected: str  # answer codes of its test
     digest: str  # SHA-256 of its bytes when it was listed
+    test: Path | None = None  # a judged program's: the input it runs on
 
 
 def job_id_for(problem: str, outputs: Sequence[Output]) -> str:

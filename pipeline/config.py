@@ -111,6 +111,52 @@ class ServerSettings(Section):
         )
 
 
+class LanguageSetting(Section):
+    """How a contestant's entry file (`main` + extension) is compiled and run, in /box of
+    the sandbox; `version` prints the compiler's version (it keys the compiled program)."""
+
+    extension: str = Field(pattern=r"^\.[a-z0-9+]{1,8}$")
+    compile: tuple[str, ...]  # empty: nothing to compile (the source is what runs)
+    run: tuple[str, ...] = Field(min_length=1)
+    version: tuple[str, ...] = Field(min_length=1)
+
+
+def _languages() -> dict[str, LanguageSetting]:
+    return {
+        "cpp": LanguageSetting(
+            extension=".cpp",
+            compile=("/usr/bin/g++", "-std=c++17", "-O2", "-pipe", "-o", "main", "main.cpp"),
+            run=("./main",),
+            version=("/usr/bin/g++", "--version"),
+        ),
+        "c": LanguageSetting(
+            extension=".c",
+            compile=("/usr/bin/gcc", "-std=c11", "-O2", "-pipe", "-o", "main", "main.c", "-lm"),
+            run=("./main",),
+            version=("/usr/bin/gcc", "--version"),
+        ),
+        "python": LanguageSetting(
+            extension=".py",
+            compile=("/usr/bin/python3", "-I", "-S", "-m", "py_compile", "main.py"),
+            run=("/usr/bin/python3", "-I", "-S", "main.py"),
+            version=("/usr/bin/python3", "--version"),
+        ),
+    }
+
+
+class JudgeSettings(Section):
+    """Judging programs (`grade --programs`): limits of each run, and the sandbox's uids."""
+
+    time_limit: float = Field(1.0, gt=0)  # CPU seconds per case (--time-limit)
+    memory_limit_mb: int = Field(256, gt=0)  # per case (--memory-limit)
+    output_limit_mb: int = Field(64, gt=0)  # per run (--output-limit)
+    batch_cases: int = Field(1000, gt=0)  # cases handed to one run at most
+    compile_seconds: float = Field(30, gt=0)  # a compiler's CPU time
+    first_uid: int = Field(61000, gt=0)  # runs are uids first_uid.. (one per run slot)
+    slots: int = Field(64, gt=0)  # runs at once on a machine, at most
+    languages: dict[str, LanguageSetting] = Field(default_factory=_languages)
+
+
 class Settings(Section):
     """Everything a command or a worker needs to know."""
 
@@ -143,6 +189,7 @@ class Settings(Section):
     chunk: ChunkSettings = Field(default_factory=ChunkSettings)
     limits: LimitSettings = Field(default_factory=LimitSettings)
     server: ServerSettings = Field(default_factory=ServerSettings)
+    judge: JudgeSettings = Field(default_factory=JudgeSettings)
 
     @field_validator("broker_url")
     @classmethod

@@ -13,10 +13,11 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TextIO, overload
 
-from pipeline import comparing, files, reports, service, toolkit, verdicts
+from pipeline import comparing, files, judge_service, reports, service, toolkit, verdicts
 from pipeline.config import Settings
 from pipeline.errors import InputError, JobLost, Refused, UsageError
 from pipeline.grading import CaseResult, Found, Scoring, Standing, Submission, Test
+from pipeline.judge_service import Judge, Program
 from pipeline.messages import FORMAT, ComparePayload, Segment, encode_answer
 from pipeline.problem import Problem
 from pipeline.producer import Window
@@ -119,6 +120,36 @@ def grade(
         progress.close()
 
 
+def judge_programs(
+    settings: Settings,
+    problem: Problem,
+    tests: list[Test],
+    programs: list[Program],
+    *,
+    scoring: Scoring,
+    quiet: bool = False,
+    keep_going: bool = False,
+    use: Callable[[GradeRun], None] = lambda run: None,
+) -> GradeRun:
+    """Verdicts of every contestant's program on every test, run in the sandbox of this
+    machine (only (program, test) pairs whose verdicts are not stored yet); as `grade`."""
+    judge = Judge(settings.judge, problem)
+    subs = judge_service.submissions(programs, tests)
+    salt = {p.contestant: judge.salt(p) for p in programs}
+    contest = Contest(problem, tests, subs, scoring, False, salt)
+    by_source = {p.source: p for p in programs}
+    progress = ProgressBar("judge", enabled=not quiet)
+    try:
+        with service.cluster(settings) as c:
+            found = _found(problem, tests, _cluster_solver(c, problem, progress), keep_going)
+            store = RedisVerdicts(c.store.client, settings.result_ttl)
+            run = _run(contest, found, store, lambda todo: judge.verdicts(todo, by_source))
+            use(run)
+            return run
+    finally:
+        progress.close()
+
+
 def _found(problem: Problem, tests: list[Test], solver: Solver, keep_going: bool) -> Found:
     found = Found({}, {}, {})
     todo = []
@@ -195,6 +226,11 @@ class Contest:
     submissions: Sequence[Submission]
     scoring: Scoring
     ignore_case: bool
+    salt: dict[str, str] = field(default_factory=dict)  # per contestant: keys of programs
+
+    def test_input(self, name: str) -> Path:
+        """The input file of a test."""
+        return next(t.input for t in self.tests if t.name == name)
 
 
 LOOKUP_FILES = 20_000  # files hashed and looked up in Redis at a time
@@ -218,7 +254,8 @@ def _run(
             if expected is None:
                 continue  # its test is broken: no key
             digest = comparing.digest_of(sub.path)
-            key = file_key(contest.problem, expected, contest.ignore_case, digest)
+            salted = digest + contest.salt.get(sub.contestant, "")
+            key = file_key(contest.problem, expected, contest.ignore_case, salted)
             keys[32 * i : 32 * i + 32] = bytes.fromhex(key)
             digests[32 * i : 32 * i + 32] = bytes.fromhex(digest)
             batch.append((key, i))
@@ -263,7 +300,9 @@ class _Outputs(Sequence[comparing.Output]):
         j = self.at[i]
         sub = self.contest.submissions[j]
         key, digest = self.keys[32 * j : 32 * j + 32], self.digests[32 * j : 32 * j + 32]
-        return comparing.Output(key.hex(), sub.path, self.found.expected[sub.test], digest.hex())
+        test = self.contest.test_input(sub.test) if self.contest.salt else None
+        expected = self.found.expected[sub.test]
+        return comparing.Output(key.hex(), sub.path, expected, digest.hex(), test)
 
 
 COMPARE_KEPT_SECONDS = 600  # a gathered comparison job, for gradings of the same files

@@ -21,6 +21,16 @@ class Verdict(StrEnum):
     PE = "PE"  # the right word, but wrong letter case or stray tokens on the line
     MISSING = "MISSING"  # the output ended before this case
     EXTRA = "EXTRA"  # output after the last case (one entry per file)
+    # a judged program's run (`grade --programs`)
+    TLE = "TLE"  # over the time limit (CPU, or the wall clock)
+    MLE = "MLE"  # over the memory limit
+    OLE = "OLE"  # over the output limit
+    RE = "RE"  # a runtime error: another exit status than 0, or a signal
+    CE = "CE"  # the program did not compile
+
+
+RUN_FAILED = frozenset({Verdict.TLE, Verdict.MLE, Verdict.OLE, Verdict.RE, Verdict.CE})
+"""Verdicts of a program that gave no answer: reports show why (`found`), not the output."""
 
 
 @dataclass(frozen=True)

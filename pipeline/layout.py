@@ -51,23 +51,8 @@ def bulk_layout(
     followed or read: a symbolic link (to /etc/passwd, to the tests, out of the folder), a
     FIFO or a device is skipped with a note, and a skipped output is graded all MISSING.
     """
-    for kind, folder in (("tests", tests_dir), ("submissions", submissions_dir)):
-        try:
-            found = os.stat(folder)
-        except (FileNotFoundError, NotADirectoryError):
-            found = None
-        except OSError as exc:
-            raise UsageError(f"cannot read {kind} folder {folder}: {exc.strerror}") from None
-        if found is None or not stat.S_ISDIR(found.st_mode):
-            raise UsageError(f"{kind} folder {folder} does not exist")
-        if not os.access(folder, os.R_OK | os.X_OK):
-            raise UsageError(f"cannot read {kind} folder {folder}: Permission denied")
-    tests = []
-    for path in sorted(tests_dir.glob("*.in")):
-        ans = path.with_suffix(".ans")
-        tests.append(Test(escape.file_name(path.stem), path, ans if ans.is_file() else None))
-    if not tests:
-        raise UsageError(f"no NAME.in files in {tests_dir}")
+    tests = tests_in(tests_dir)
+    _check_folder("submissions", submissions_dir)
     notes: list[str] = []
     folders, present = [], bytearray()
     for folder in _contestant_folders(submissions_dir, notes):
@@ -80,6 +65,31 @@ def bulk_layout(
                 kind = "a symbolic link" if stat.S_ISLNK(mode) else "not a regular file"
                 notes.append(f"{contestant}/{test.name}.out is {kind}: not read, graded as missing")
     return tests, FolderSubmissions(folders, tests, present), notes
+
+
+def tests_in(tests_dir: Path) -> list[Test]:
+    """The tests of a folder: NAME.in, each with its NAME.ans when there is one."""
+    _check_folder("tests", tests_dir)
+    tests = []
+    for path in sorted(tests_dir.glob("*.in")):
+        ans = path.with_suffix(".ans")
+        tests.append(Test(escape.file_name(path.stem), path, ans if ans.is_file() else None))
+    if not tests:
+        raise UsageError(f"no NAME.in files in {tests_dir}")
+    return tests
+
+
+def _check_folder(kind: str, folder: Path) -> None:
+    try:
+        found: os.stat_result | None = os.stat(folder)
+    except (FileNotFoundError, NotADirectoryError):
+        found = None
+    except OSError as exc:
+        raise UsageError(f"cannot read {kind} folder {folder}: {exc.strerror}") from None
+    if found is None or not stat.S_ISDIR(found.st_mode):
+        raise UsageError(f"{kind} folder {folder} does not exist")
+    if not os.access(folder, os.R_OK | os.X_OK):
+        raise UsageError(f"cannot read {kind} folder {folder}: Permission denied")
 
 
 def _kinds(folder: Path, names: list[str]) -> list[int | None]:

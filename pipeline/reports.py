@@ -14,7 +14,7 @@ from typing import Any, Protocol, TextIO
 from xml.sax.saxutils import quoteattr
 
 from pipeline import escape, grading, verdicts
-from pipeline.grading import CaseResult, Found, Standing, Submission, Verdict
+from pipeline.grading import RUN_FAILED, CaseResult, Found, Standing, Submission, Verdict
 from pipeline.problem import Problem
 from pipeline.verdicts import VERDICT_OF, FileVerdicts
 
@@ -141,10 +141,13 @@ class TextSummary(Report):
                 extra = escape.terminal(case.found or "")
                 lines.append(f"  EXTRA output after case {case.index - 1}: {extra}\n")
                 continue
-            lines.append(
-                f"  case {case.index}: {case.verdict.value}, expected"
-                f" {case.expected!r}, found {_found(case)}\n"
-            )
+            if case.verdict in RUN_FAILED:
+                lines.append(f"  case {case.index}: {case.verdict.value} ({_why(case)})\n")
+            else:
+                lines.append(
+                    f"  case {case.index}: {case.verdict.value}, expected"
+                    f" {case.expected!r}, found {_found(case)}\n"
+                )
             text = self.run.case_text(sub.test, case.index)
             if text:
                 lines.append(f"    input: {escape.terminal(text)}\n")
@@ -162,6 +165,12 @@ class TextSummary(Report):
 
 def _found(case: CaseResult) -> str:
     return "end of file" if case.found is None else repr(case.found)
+
+
+def _why(case: CaseResult) -> str:
+    """Why a program gave no answer (of a compiler's messages, the first error)."""
+    lines = (case.found or "see the first case").splitlines() or [""]
+    return escape.terminal(next((line for line in lines if "error" in line), lines[0]))
 
 
 def standings_text(standings: list[Standing]) -> str:
@@ -266,7 +275,14 @@ def _submission_v2(
             item["input"] = run.case_text(sub.test, case.index)
         shown.append(item)
     extra = None if result.extra is None else {"first": result.extra[0], "more": result.extra[1]}
-    tail = {"extra": extra, "mismatches": shown, "more_mismatches": result.wrong - len(shown)}
+    tail: dict[str, Any] = {
+        "extra": extra,
+        "mismatches": shown,
+        "more_mismatches": result.wrong - len(shown),
+    }
+    if result.usage:  # a judged program's: each case's CPU time and peak memory
+        tail["time_ms"] = [us / 1000 for us, _ in result.usage]
+        tail["memory_kib"] = [kib for _, kib in result.usage]
     return head, tail
 
 
@@ -275,6 +291,8 @@ def _submission_v1(run: GradeRun, sub: Submission, result: FileVerdicts | None) 
     if result is not None:
         expected = run.found.expected[sub.test]
         doc["cases"] = [c.as_dict() for c in result.case_results(expected, run.problem.answers)]
+        for case, (us, kib) in zip(doc["cases"], result.usage, strict=False):
+            case.update(time_ms=us / 1000, memory_kib=kib)
     return doc
 
 
@@ -348,6 +366,8 @@ def _file_failure(result: FileVerdicts, shown: list[CaseResult]) -> str:
 def _case_message(case: CaseResult) -> str:
     if case.verdict == Verdict.EXTRA:
         return f"EXTRA output after case {case.index - 1}: {case.found!r}"
+    if case.verdict in RUN_FAILED:
+        return f"case {case.index} {case.verdict.value}: {_why(case)}"
     return (
         f"case {case.index} {case.verdict.value}: expected {case.expected!r}, found {_found(case)}"
     )
@@ -367,7 +387,11 @@ def _junit_cases(
         if case.verdict == Verdict.AC:
             out.write("/>\n")
             continue
-        message = f"{case.verdict.value}: expected {case.expected!r}, found {_found(case)}"
+        message = (
+            f"{case.verdict.value}: {_why(case)}"
+            if case.verdict in RUN_FAILED
+            else f"{case.verdict.value}: expected {case.expected!r}, found {_found(case)}"
+        )
         out.write(f'><failure message={_attr(message)} type="{case.verdict.value}"/></testcase>\n')
     out.write("  </testsuite>\n")
 

@@ -9,7 +9,14 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from pipeline.config import ENV_PREFIX, ChunkSettings, LimitSettings, ServerSettings, Settings
+from pipeline.config import (
+    ENV_PREFIX,
+    ChunkSettings,
+    JudgeSettings,
+    LimitSettings,
+    ServerSettings,
+    Settings,
+)
 
 _FIELD = re.compile(r"^\s{4}(\w+): [^=]+(?:= .*?)?(?:\s+#\s*(.*))?$")
 _COMMENT = re.compile(r"^\s{4}#\s?(.*)$")
@@ -77,6 +84,7 @@ def reference() -> str:
         ("`chunk`: " + (ChunkSettings.__doc__ or ""), ChunkSettings, "chunk"),
         ("`limits`: " + (LimitSettings.__doc__ or ""), LimitSettings, "limits"),
         ("`server`: " + (ServerSettings.__doc__ or ""), ServerSettings, "server"),
+        ("`judge`: " + (JudgeSettings.__doc__ or ""), JudgeSettings, "judge"),
     ]
     out = [HEADER]
     for title, model, section in sections:

@@ -37,7 +37,17 @@ def compare_file(
     return codes, shown, (shorten(rest[0], SHOWN_CHARS), len(rest) - 1) if rest else None
 
 
-CODES = {Verdict.AC: "A", Verdict.WA: "W", Verdict.PE: "P", Verdict.MISSING: "M"}
+CODES = {
+    Verdict.AC: "A",
+    Verdict.WA: "W",
+    Verdict.PE: "P",
+    Verdict.MISSING: "M",
+    Verdict.TLE: "T",
+    Verdict.MLE: "L",
+    Verdict.OLE: "O",
+    Verdict.RE: "R",
+    Verdict.CE: "C",
+}
 VERDICT_OF = {code: verdict for verdict, code in CODES.items()}
 AC = CODES[Verdict.AC]
 KEPT = 10  # mismatches of a file kept with what was found (the rest are letters only)
@@ -86,6 +96,7 @@ class FileVerdicts:
     codes: str = ""  # one letter per case of the test
     shown: list[tuple[int, str | None]] = field(default_factory=list)  # first mismatches
     extra: tuple[str, int] | None = None  # the first line past the last case, lines after it
+    usage: list[tuple[int, int]] = field(default_factory=list)  # a program's: µs, KiB per case
 
     @property
     def accepted(self) -> int:
@@ -144,9 +155,10 @@ class FileVerdicts:
 
     def encode(self) -> str:
         """The stored form (JSON)."""
-        return json.dumps(
-            {"codes": self.codes, "shown": self.shown, "extra": self.extra}, separators=(",", ":")
-        )
+        doc: dict[str, object] = {"codes": self.codes, "shown": self.shown, "extra": self.extra}
+        if self.usage:
+            doc["usage"] = self.usage
+        return json.dumps(doc, separators=(",", ":"))
 
     @classmethod
     def decode(cls, text: str | bytes) -> FileVerdicts:
@@ -157,6 +169,7 @@ class FileVerdicts:
             str(doc["codes"]),
             [(int(i), f) for i, f in doc["shown"]],
             (str(extra[0]), int(extra[1])) if extra else None,
+            [(int(ms), int(kib)) for ms, kib in doc.get("usage", [])],
         )
 
 

@@ -1,0 +1,86 @@
+"""Per-case verdicts from batched runs: split until each failing case stands alone."""
+
+from __future__ import annotations
+
+import math
+
+from pipeline.judging import Attempt, compile_error, judge_cases
+from pipeline.sandbox import Status
+
+WORDS = ["Pure", "Impure"]
+
+
+def _expected(n: int) -> list[str]:
+    return [WORDS[i % 2] for i in range(n)]
+
+
+class Program:
+    """A pretend program: what it does on each case, and a log of its runs."""
+
+    def __init__(self, expected: list[str], **faults: str) -> None:
+        self.expected, self.faults = expected, {int(k[1:]): v for k, v in faults.items()}
+        self.runs: list[list[int]] = []
+
+    def __call__(self, cases: list[int]) -> Attempt:
+        self.runs.append(cases)
+        lines = []
+        for case in cases:
+            fault = self.faults.get(case, "")
+            if fault in ("crash", "loop"):
+                status = Status.RE if fault == "crash" else Status.TLE
+                return Attempt(
+                    status, [], 0.5, 1 << 20, "signal SIGSEGV" if fault == "crash" else ""
+                )
+            if fault == "wrong" or (fault == "stateful" and len(cases) > 1):
+                lines.append("Nonsense")
+            elif fault == "twice":
+                lines += [self.expected[case], self.expected[case]]
+            else:
+                lines.append(self.expected[case])
+        return Attempt(Status.OK, lines, 0.01 * len(cases), 2 << 20)
+
+
+def test_a_correct_program_costs_one_run_per_batch() -> None:
+    expected = _expected(1000)
+    program = Program(expected)
+    verdicts, runs = judge_cases(expected, program, batch=300)
+    assert [v.code for v in verdicts] == ["A"] * 1000
+    assert runs == 4 and [len(r) for r in program.runs] == [300, 300, 300, 100]
+    assert verdicts[0].batch == 300 and verdicts[999].batch == 100
+
+
+def test_a_crash_on_one_case_is_found_alone_and_leaves_the_others_accepted() -> None:
+    expected = _expected(1024)
+    program = Program(expected, c700="crash")
+    verdicts, runs = judge_cases(expected, program, batch=1024)
+    codes = "".join(v.code for v in verdicts)
+    assert codes == "A" * 700 + "R" + "A" * 323
+    assert verdicts[700].shown == "signal SIGSEGV" and verdicts[700].batch == 1
+    assert runs <= 2 * math.log2(1024) + 1  # a path down the halves, and each sibling once
+
+
+def test_an_endless_case_is_a_time_limit_for_that_case_only() -> None:
+    expected = _expected(16)
+    verdicts, _ = judge_cases(expected, Program(expected, c3="loop", c12="loop"), batch=16)
+    assert "".join(v.code for v in verdicts) == "AAATAAAAAAAATAAA"
+
+
+def test_a_wrong_answer_in_a_batch_is_judged_again_alone() -> None:
+    expected = _expected(10)
+    program = Program(expected, c4="wrong", c6="stateful")
+    verdicts, _ = judge_cases(expected, program, batch=10)
+    # case 6 is wrong only after other cases: alone it is right, so it is accepted
+    assert "".join(v.code for v in verdicts) == "AAAAWAAAAA"
+    assert verdicts[4].shown == "Nonsense" and [4] in program.runs and [6] in program.runs
+
+
+def test_extra_lines_split_the_batch_and_are_a_presentation_error_alone() -> None:
+    expected = _expected(8)
+    verdicts, _ = judge_cases(expected, Program(expected, c5="twice"), batch=8)
+    assert "".join(v.code for v in verdicts) == "AAAAAPAA"
+
+
+def test_a_compile_error_is_every_case_with_the_message_once() -> None:
+    verdicts = compile_error(3, "main.cpp:1: error: expected ';'")
+    assert [v.code for v in verdicts] == ["C", "C", "C"]
+    assert [v.shown for v in verdicts] == ["main.cpp:1: error: expected ';'", None, None]
