@@ -11,6 +11,9 @@ COPY workers ./workers
 RUN pip wheel --no-cache-dir --no-deps --wheel-dir /wheels .
 
 FROM python:3.11-slim
+# bubblewrap: the sandbox of `grade --programs`; g++ and gcc: the contestants' compilers
+RUN apt-get update && apt-get install -y --no-install-recommends bubblewrap g++ gcc libc6-dev \
+    && rm -rf /var/lib/apt/lists/*
 RUN useradd --create-home gamebatch && mkdir /spool && chown gamebatch /spool
 WORKDIR /app
 COPY configs ./configs

@@ -627,6 +627,7 @@ def _judge(args: argparse.Namespace, settings: Any, problem: Any, url: str | Non
     """`grade --programs`: each contestant's program run on every test in the sandbox."""
     from pipeline import escape, grade_service, judge_service, layout
     from pipeline.grading import Scoring
+    from pipeline.sandbox import Sandbox
     from pipeline.scoring import load_scoring
 
     if url:
@@ -645,6 +646,7 @@ def _judge(args: argparse.Namespace, settings: Any, problem: Any, url: str | Non
             raise UsageError(f"--{name.split('_')[0]}-limit must be positive")
     given = {k: v for k, v in limits.items() if v is not None}
     settings = settings.model_copy(update={"judge": settings.judge.model_copy(update=given)})
+    Sandbox(settings.judge.first_uid, settings.judge.slots).check()  # before anything else
     tests = layout.tests_in(args.tests)
     programs, notes = judge_service.find_programs(args.programs, settings.judge.languages)
     outputs = grade_service.ReportFiles(
@@ -668,6 +670,7 @@ def _judge(args: argparse.Namespace, settings: Any, problem: Any, url: str | Non
         quiet=args.quiet,
         keep_going=args.keep_going,
         use=report,
+        note=_err,
     )
     return run.exit_status()
 

@@ -130,9 +130,11 @@ def judge_programs(
     quiet: bool = False,
     keep_going: bool = False,
     use: Callable[[GradeRun], None] = lambda run: None,
+    note: Callable[[str], None] = lambda line: None,
 ) -> GradeRun:
     """Verdicts of every contestant's program on every test, run in the sandbox of this
-    machine (only (program, test) pairs whose verdicts are not stored yet); as `grade`."""
+    machine (only (program, test) pairs whose verdicts are not stored yet); as `grade`.
+    `note` hears what it took: programs compiled and runs."""
     judge = Judge(settings.judge, problem)
     subs = judge_service.submissions(programs, tests)
     salt = {p.contestant: judge.salt(p) for p in programs}
@@ -144,6 +146,10 @@ def judge_programs(
             found = _found(problem, tests, _cluster_solver(c, problem, progress), keep_going)
             store = RedisVerdicts(c.store.client, settings.result_ttl)
             run = _run(contest, found, store, lambda todo: judge.verdicts(todo, by_source))
+            note(
+                f"judged {len(programs)} programs on {len(tests)} tests:"
+                f" {judge.compiled} compiled, {judge.runs} runs"
+            )
             use(run)
             return run
     finally:

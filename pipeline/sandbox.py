@@ -29,6 +29,7 @@ GROUP = "gamebatch"  # the parent cgroup of every run's
 ROOT = Path("/run/gamebatch-sandbox")
 SLOTS = ROOT / "slots"
 POLL = 0.01  # seconds between looks at a run's CPU time
+_CLEAN_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8"}
 _SYSTEM = ("/usr", "/bin", "/lib", "/lib64", "/sbin", "/etc/alternatives", "/etc/ld.so.cache")
 
 
@@ -176,6 +177,7 @@ class Sandbox:
                     stderr=stderr,
                     start_new_session=True,
                     pass_fds=(status_write,),
+                    env=_CLEAN_ENV,  # bwrap's own process in the sandbox shows its environ
                 )
             finally:
                 os.close(status_write)

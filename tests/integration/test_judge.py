@@ -1,0 +1,364 @@
+"""Judging programs: real C, C++ and Python programs, compiled and run in the bubblewrap
+sandbox, a verdict per case; hostile programs each get their verdict, see nothing of the
+machine, and leave no process behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pipeline.local.redis_server import RedisServer
+from pipeline.sandbox import CGROUPS, GROUP, Bind, Limits, Sandbox, Status, shared_folder
+from tests.helpers import command_env
+
+pytestmark = pytest.mark.skipif(
+    os.geteuid() != 0, reason="the sandbox runs programs as other uids: it needs root"
+)
+FIRST_UID = 61000
+GOOD = r"""
+#include <bits/stdc++.h>
+using namespace std;
+int main() {
+  ios::sync_with_stdio(false);
+  int T;
+  cin >> T;
+  while (T--) {
+    int n;
+    long long K;
+    cin >> n >> K;
+    vector<array<int, 26>> next(1);
+    next[0].fill(-1);
+    string word;
+    for (int i = 0; i < n; i++) {
+      cin >> word;
+      int at = 0;
+      for (char c : word) {
+        if (next[at][c - 'a'] < 0) {
+          next[at][c - 'a'] = (int)next.size();
+          next.push_back({});
+          next.back().fill(-1);
+        }
+        at = next[at][c - 'a'];
+      }
+    }
+    vector<char> win(next.size()), lose(next.size());
+    for (int v = (int)next.size() - 1; v >= 0; v--) {
+      bool leaf = true, w = false, l = false;
+      for (int c : next[v]) {
+        if (c < 0) continue;
+        leaf = false;
+        w = w || !win[c];
+        l = l || !lose[c];
+      }
+      win[v] = w;
+      lose[v] = leaf || l;
+    }
+    bool pure = win[0] && (lose[0] || K % 2 == 1);
+    // FAULT
+    cout << (pure ? "Pure" : "Dirty") << "\n";
+  }
+}
+"""
+PYTHON = """
+import sys
+data = sys.stdin.read().split()
+t, at, out = int(data[0]), 1, []
+for _ in range(t):
+    n, k = int(data[at]), int(data[at + 1])
+    words, at = data[at + 2 : at + 2 + n], at + 2 + n
+    nxt = [{}]
+    for word in words:
+        v = 0
+        for c in word:
+            if c not in nxt[v]:
+                nxt[v][c] = len(nxt)
+                nxt.append({})
+            v = nxt[v][c]
+    win, lose = [False] * len(nxt), [False] * len(nxt)
+    for v in range(len(nxt) - 1, -1, -1):
+        kids = nxt[v].values()
+        win[v] = any(not win[c] for c in kids)
+        lose[v] = not kids or any(not lose[c] for c in kids)
+    out.append("Pure" if win[0] and (lose[0] or k % 2 == 1) else "Dirty")
+print("\\n".join(out))
+"""
+# Each case's (n, K), to know where a fault strikes without asking any solver.
+CASES = [(1, 1), (3, 2), (2, 5), (1, 3), (4, 7), (2, 2), (5, 10), (3, 3), (1, 8), (2, 9)]
+
+
+def _test_input(path: Path) -> None:
+    lines = [str(len(CASES))]
+    for i, (n, k) in enumerate(CASES):
+        lines.append(f"{n} {k}")
+        lines += ["ab"[: 1 + (i + j) % 2] + "c" * j for j in range(n)]
+    path.write_text("\n".join(lines) + "\n")
+
+
+def _contest(root: Path) -> tuple[Path, Path]:
+    tests, progs = root / "tests", root / "progs"
+    tests.mkdir()
+    _test_input(tests / "t1.in")
+    faults = {
+        "good": "",
+        "crash": "if (n == 4) { volatile int *p = nullptr; *p = 1; }",
+        "wrong": "if (K % 3 == 0) pure = !pure;",
+        "loop": "if (K == 5) { volatile long x = 0; for (;;) x++; }",
+        "broken": "this is no C++;",
+    }
+    mark = f"// {root.name} {os.getpid()}\n"  # sources of this run's own (the machine keeps
+    for name, fault in faults.items():  # what it compiled, and verdicts, by content)
+        (progs / name).mkdir(parents=True)
+        (progs / name / "main.cpp").write_text(GOOD.replace("// FAULT", fault) + mark)
+    (progs / "snake").mkdir()
+    (progs / "snake" / "main.py").write_text(PYTHON + mark.replace("//", "#"))
+    (progs / "empty").mkdir()  # no entry file: skipped with a warning
+    return tests, progs
+
+
+def _grade(tests: Path, progs: Path, report: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pipeline.cli",
+            "grade",
+            "-p",
+            "strgame",
+            "--tests",
+            str(tests),
+            "--programs",
+            str(progs),
+            "--json",
+            str(report),
+            "--time-limit",
+            "0.5",
+            "-q",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=command_env(),
+        timeout=300,
+    )
+
+
+def test_every_case_gets_its_own_verdict_and_a_rejudge_runs_only_what_changed(
+    tmp_path: Path,
+) -> None:
+    tests, progs = _contest(tmp_path)
+    report = tmp_path / "report.json"
+    first = _grade(tests, progs, report)
+    assert first.returncode == 1, first.stderr  # some programs are wrong
+    assert "empty: no entry file" in first.stderr
+    assert "judged 6 programs on 1 tests: 6 compiled" in first.stderr, first.stderr
+    doc = json.loads(report.read_text())
+    codes = {s["contestant"]: s["verdicts"] for s in doc["submissions"]}
+    at = {name: "".join(name_of(n, k) for n, k in CASES) for name, name_of in _FAULTS.items()}
+    assert codes == at, codes
+    crash = next(s for s in doc["submissions"] if s["contestant"] == "crash")
+    assert crash["mismatches"][0]["found"] == "signal SIGSEGV"
+    loop = next(s for s in doc["submissions"] if s["contestant"] == "loop")
+    assert loop["mismatches"][0]["found"].startswith("CPU 0.5")
+    broken = next(s for s in doc["submissions"] if s["contestant"] == "broken")
+    assert "error" in broken["mismatches"][0]["found"]
+    assert len(crash["time_ms"]) == len(crash["memory_kib"]) == len(CASES)
+    assert all(kib > 0 for kib in crash["memory_kib"])
+    # the same contest again: nothing runs; one contestant resubmits: only it runs
+    again = _grade(tests, progs, report)
+    assert "0 compiled, 0 runs" in again.stderr, again.stderr
+    fixed = GOOD.replace("// FAULT", "") + f"// fixed {tmp_path.name} {os.getpid()}\n"
+    (progs / "wrong" / "main.cpp").write_text(fixed)
+    third = _grade(tests, progs, report)
+    assert "1 compiled, 1 runs" in third.stderr, third.stderr
+    codes = {s["contestant"]: s["verdicts"] for s in json.loads(report.read_text())["submissions"]}
+    assert codes["wrong"] == "A" * len(CASES)
+
+
+_FAULTS = {
+    "good": lambda n, k: "A",
+    "crash": lambda n, k: "R" if n == 4 else "A",
+    "wrong": lambda n, k: "W" if k % 3 == 0 else "A",
+    "loop": lambda n, k: "T" if k == 5 else "A",
+    "broken": lambda n, k: "C",
+    "snake": lambda n, k: "A",
+}
+
+# ---- hostile programs, straight on the sandbox
+
+HOSTILE = {
+    "fork_bomb": "#include <unistd.h>\nint main(){for(;;)fork();}",
+    "endless": "int main(){volatile long x=0;for(;;)x++;}",
+    "allocate": "#include <stdlib.h>\nint main(){volatile char*p=malloc(1L<<30);"
+    "if(!p)return 7;for(long i=0;i<(1L<<30);i+=4096)p[i]=1;return 0;}",
+    "flood": "#include <stdio.h>\nint main(){static char b[1<<16];"
+    "for(long i=0;i<(1L<<16);i++)fwrite(b,1,sizeof b,stdout);}",
+    "sleeper": "#include <unistd.h>\nint main(){sleep(100);}",
+    "fill_tmp": '#include <stdio.h>\nint main(){FILE*f=fopen("/tmp/x","w");'
+    "static char b[1<<16];for(;;)if(fwrite(b,1,sizeof b,f)!=sizeof b)return 5;}",
+    "parricide": "#include <signal.h>\n#include <unistd.h>\n"
+    "int main(){kill(getppid(),SIGKILL);kill(1,SIGKILL);kill(-1,SIGKILL);return 0;}",
+}
+EXPECTED = {
+    "fork_bomb": {Status.TLE, Status.RE},  # it spins on refused forks, or dies of them
+    "endless": {Status.TLE},
+    "allocate": {Status.MLE},
+    "flood": {Status.OLE},
+    "sleeper": {Status.TLE},
+    "fill_tmp": {Status.OLE, Status.RE},  # the file size limit, or a full /tmp
+    "parricide": {Status.OK},  # nothing it may kill
+}
+LIMITS = Limits(cpu_seconds=0.5, memory_bytes=128 << 20, output_bytes=4 << 20, wall_seconds=2)
+
+
+@pytest.fixture(scope="module")
+def hostile() -> Iterator[Path]:
+    """The hostile programs, compiled where the runs' uids can reach them."""
+    box = Path(tempfile.mkdtemp(dir=shared_folder("tests")))
+    os.chmod(box, 0o755)
+    try:
+        for name, source in {**HOSTILE, "peek": PEEK}.items():
+            (box / f"{name}.c").write_text(source)
+            command = ["gcc", "-O2", "-o", str(box / name), str(box / f"{name}.c")]
+            subprocess.run(command, check=True)
+        yield box
+    finally:
+        shutil.rmtree(box)
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE))
+def test_a_hostile_program_gets_its_verdict_and_leaves_nothing(hostile: Path, name: str) -> None:
+    out = hostile / f"{name}.out"
+    with out.open("wb") as stdout:
+        run = Sandbox(FIRST_UID).run([f"./{name}"], LIMITS, [Bind(hostile, "/box")], stdout=stdout)
+    assert run.status in EXPECTED[name], run
+    assert out.stat().st_size <= LIMITS.output_bytes
+    assert run.wall_seconds < LIMITS.wall + 2
+    _nothing_left()
+
+
+PEEK = r"""
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+#include <sys/socket.h>
+extern char **environ;
+int main(int argc, char **argv) {
+  for (int i = 2; i < argc; i++)
+    if (open(argv[i], O_RDONLY) >= 0) printf("opened %s\n", argv[i]);
+  char seen[65536];
+  for (int pid = 1; pid < 8; pid++) {  /* the environment of every process it can see */
+    char name[64];
+    snprintf(name, sizeof name, "/proc/%d/environ", pid);
+    int fd = open(name, O_RDONLY);
+    if (fd < 0) continue;
+    long got = read(fd, seen, sizeof seen - 1);
+    for (long j = 0; j < got; j++) if (!seen[j]) seen[j] = ' ';
+    if (got > 0) { seen[got] = 0; printf("proc %d %s\n", pid, seen); }
+  }
+  int s = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {0};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(atoi(argv[1]));
+  a.sin_addr.s_addr = inet_addr("127.0.0.1");
+  if (connect(s, (struct sockaddr *)&a, sizeof a) == 0) printf("connected\n");
+  for (char **e = environ; *e; e++) printf("env %s\n", *e);
+  printf("uid %d\n", (int)getuid());
+  return 0;
+}
+"""
+
+
+def test_a_program_sees_no_secret_no_other_file_and_no_network(
+    hostile: Path, tmp_path: Path, redis_server: RedisServer
+) -> None:
+    answers, other = tmp_path / "t1.ans", tmp_path / "other" / "main.cpp"
+    answers.write_text("Pure\n")
+    other.parent.mkdir()
+    other.write_text("int main(){}")
+    state = Path(os.environ["GAMEBATCH_STATE_DIR"])
+    paths = ["/etc/shadow", str(answers), str(other), str(state), "/root"]
+    out = tmp_path / "peek.out"
+    with out.open("wb") as stdout:
+        run = Sandbox(FIRST_UID).run(
+            ["./peek", str(redis_server.port), *paths],
+            LIMITS,
+            [Bind(hostile, "/box")],
+            stdout=stdout,
+        )
+    seen = out.read_text()
+    assert run.status == Status.OK, (run, seen)
+    assert "opened" not in seen and "connected" not in seen, seen
+    env = [line for line in seen.splitlines() if line.startswith("env ")]
+    assert sorted(e.split("=")[0] for e in env) == [
+        "env HOME",
+        "env LANG",
+        "env PATH",
+        "env PWD",
+    ], env
+    assert redis_server.password not in seen and "GAMEBATCH" not in seen, seen
+    uid = int(seen.rsplit("uid ", 1)[1])
+    assert FIRST_UID <= uid < FIRST_UID + 64  # not root, a uid of its own
+    _nothing_left()
+
+
+def test_a_missing_sandbox_is_a_clear_error_at_start(tmp_path: Path) -> None:
+    tests, progs = _contest(tmp_path)
+    env = command_env(PATH=str(tmp_path / "nothing"))
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pipeline.cli",
+            "grade",
+            "-p",
+            "strgame",
+            "--tests",
+            str(tests),
+            "--programs",
+            str(progs),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=env,
+        timeout=120,
+    )
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip() == (
+        "gamebatch: error: judging programs needs bubblewrap (apt-get install bubblewrap)"
+    )
+
+
+def test_bubblewrap_is_installed_where_the_tests_run() -> None:
+    assert shutil.which("bwrap"), ".ci/run installs bubblewrap: the judge's tests need it"
+
+
+def _nothing_left() -> None:
+    """No process of a run's uid is alive (killed ones may take a moment to be reaped by
+    the machine's init), and no run's cgroup is left."""
+    left: list[str] = []
+    for _ in range(40):
+        ps = subprocess.run(
+            ["ps", "-e", "-o", "uid=,stat=,args="], capture_output=True, text=True, check=True
+        )
+        rows = [line.split(None, 2) for line in ps.stdout.splitlines()]
+        left = [" ".join(r) for r in rows if FIRST_UID <= int(r[0]) < FIRST_UID + 64]
+        if not left or all(r.split()[1].startswith("Z") for r in left):
+            break
+        time.sleep(0.05)
+    assert all(r.split()[1].startswith("Z") for r in left), f"a run left a process: {left}"
+    for controller in ("memory", "pids", "cpuacct"):
+        parent = CGROUPS / controller / GROUP
+        if parent.exists():
+            assert not [p for p in parent.iterdir() if p.is_dir()], f"a {controller} cgroup"
