@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from pipeline.judging import Attempt, compile_error, judge_cases
+from pipeline.judging import SPLIT_WAYS, Attempt, compile_error, judge_cases
 from pipeline.sandbox import Status
 
 WORDS = ["Pure", "Impure"]
@@ -56,7 +56,10 @@ def test_a_crash_on_one_case_is_found_alone_and_leaves_the_others_accepted() -> 
     codes = "".join(v.code for v in verdicts)
     assert codes == "A" * 700 + "R" + "A" * 323
     assert verdicts[700].shown == "signal SIGSEGV" and verdicts[700].batch == 1
-    assert runs <= 2 * math.log2(1024) + 1  # a path down the halves, and each sibling once
+    # a path down the parts (each level cuts in SPLIT_WAYS) fails; its siblings pass once
+    levels = math.ceil(math.log(1024, SPLIT_WAYS))
+    assert sum(700 in r for r in program.runs) == levels + 1
+    assert runs <= 1 + SPLIT_WAYS * levels
 
 
 def test_an_endless_case_is_a_time_limit_for_that_case_only() -> None:
