@@ -646,7 +646,8 @@ def _judge(args: argparse.Namespace, settings: Any, problem: Any, url: str | Non
             raise UsageError(f"--{name.split('_')[0]}-limit must be positive")
     given = {k: v for k, v in limits.items() if v is not None}
     settings = settings.model_copy(update={"judge": settings.judge.model_copy(update=given)})
-    Sandbox(settings.judge.first_uid, settings.judge.slots).check()  # before anything else
+    if not settings.broker_url:  # its local workers judge: their sandbox, before anything
+        Sandbox(settings.judge.first_uid, settings.judge.slots).check()
     tests = layout.tests_in(args.tests)
     programs, notes = judge_service.find_programs(args.programs, settings.judge.languages)
     outputs = grade_service.ReportFiles(

@@ -42,12 +42,13 @@ class Output:
     test: Path | None = None  # a judged program's: the input it runs on
 
 
-def job_id_for(problem: str, outputs: Sequence[Output]) -> str:
-    """A comparison job is named by the files it compares, so that a re-run finds it."""
+def job_id_for(problem: str, outputs: Sequence[Output], kind: str = "compare") -> str:
+    """A comparison (or judging) job is named by the files it compares, so that a re-run
+    finds it."""
     digest = hashlib.sha256()
     for n, output in enumerate(outputs):
         digest.update(("\n" if n else "").encode() + output.key.encode())
-    return f"compare.{problem}-{digest.hexdigest()[:24]}"
+    return f"{kind}.{problem}-{digest.hexdigest()[:24]}"
 
 
 @contextmanager
@@ -240,12 +241,14 @@ def _read(stream: BufferedReader, packer: Packer, number: int, expected: str) ->
     return reader.hash.hexdigest()
 
 
-def open_job(store: Store, job_id: str, problem: str, files: int, max_cases: int) -> bool:
-    """Open (or find) a comparison job; whether every chunk of it is already compared."""
+def open_job(
+    store: Store, job_id: str, problem: str, files: int, max_cases: int, *, kind: str = "compare"
+) -> bool:
+    """Open (or find) a comparison (or judging) job; whether every chunk of it is done."""
     fields: dict[str, str | int] = {
         "problem": problem,
         "input": f"{files} output file" + "s" * (files != 1),
-        "kind": "compare",
+        "kind": kind,
         "target_work": 0,
         "max_cases": min(max_cases, CHUNK_CASES),
         "lane": "bulk",
@@ -273,39 +276,42 @@ def gather(store: Store, job_id: str, outputs: Sequence[Output]) -> Iterator[Fil
     chunks = progress.chunks if progress and progress.chunks is not None else 0
     number, current = 0, FileVerdicts()
     for codes, details in store.iter_details(job_id, chunks):
-        for file, letters, shown, extra in segments_of(codes, details):
+        for file, letters, shown, extra, usage in segments_of(codes, details):
             if not number <= file < len(outputs):
                 raise JobFailed(f"job {job_id} has verdicts of a file it does not compare")
             if file != number:
                 yield _checked(current, outputs[number], job_id)
                 number, current = file, FileVerdicts()
-            add(current, letters, shown, extra)
+            add(current, letters, shown, extra, usage)
     yield _checked(current, outputs[number], job_id)
     if number != len(outputs) - 1:
         raise JobFailed(f"job {job_id} has verdicts of {number + 1} of {len(outputs)} files")
 
 
 Shown = list[tuple[int, str | None]]
+Usage = list[tuple[int, int]]
+Extra = tuple[str, int] | None
 
 
-def segments_of(
-    codes: str, details: str
-) -> Iterator[tuple[int, str, Shown, tuple[str, int] | None]]:
-    """A compared chunk's segments: file, letters, first mismatches, extra output."""
+def segments_of(codes: str, details: str) -> Iterator[tuple[int, str, Shown, Extra, Usage]]:
+    """A compared (or judged) chunk's segments: file, letters, first mismatches, extra
+    output, and a judged program's time and memory per case."""
     at = 0
-    for file, count, shown, extra in json.loads(details):
+    for file, count, shown, extra, *usage in json.loads(details):
         yield (
             int(file),
             codes[at : at + count],
             [(int(i), f) for i, f in shown],
             (str(extra[0]), int(extra[1])) if extra else None,
+            [(int(us), int(kib)) for us, kib in usage[0]] if usage else [],
         )
         at += count
 
 
-def add(verdicts: FileVerdicts, codes: str, shown: Shown, extra: tuple[str, int] | None) -> None:
+def add(verdicts: FileVerdicts, codes: str, shown: Shown, extra: Extra, usage: Usage) -> None:
     """A segment's verdicts appended to its file's."""
     verdicts.add(codes, shown)
+    verdicts.usage += usage
     if extra is not None:
         verdicts.extra = extra
 

@@ -17,7 +17,7 @@ from pipeline import comparing, files, judge_service, reports, service, toolkit,
 from pipeline.config import Settings
 from pipeline.errors import InputError, JobLost, Refused, UsageError
 from pipeline.grading import CaseResult, Found, Scoring, Standing, Submission, Test
-from pipeline.judge_service import Judge, Program
+from pipeline.judge_service import Program
 from pipeline.messages import FORMAT, ComparePayload, Segment, encode_answer
 from pipeline.problem import Problem
 from pipeline.producer import Window
@@ -132,28 +132,58 @@ def judge_programs(
     use: Callable[[GradeRun], None] = lambda run: None,
     note: Callable[[str], None] = lambda line: None,
 ) -> GradeRun:
-    """Verdicts of every contestant's program on every test, run in the sandbox of this
-    machine (only (program, test) pairs whose verdicts are not stored yet); as `grade`.
-    `note` hears what it took: programs compiled and runs."""
-    judge = Judge(settings.judge, problem)
+    """Verdicts of every contestant's program on every test, judged by the workers in their
+    sandboxes (only (program, test) pairs whose verdicts are not stored yet); as `grade`.
+    `note` hears how many pairs were judged now."""
     subs = judge_service.submissions(programs, tests)
-    salt = {p.contestant: judge.salt(p) for p in programs}
+    salt = {p.contestant: judge_service.salt(settings.judge, p) for p in programs}
     contest = Contest(problem, tests, subs, scoring, False, salt)
-    by_source = {p.source: p for p in programs}
+    chunks = judge_service.Chunks(problem, settings.judge, programs)
     progress = ProgressBar("judge", enabled=not quiet)
+    judged = 0
+
+    def judge(todo: Sequence[comparing.Output]) -> Iterator[FileVerdicts]:
+        nonlocal judged
+        judged = len(todo)
+        return _judge_on(c, todo, chunks, progress)
+
     try:
         with service.cluster(settings) as c:
             found = _found(problem, tests, _cluster_solver(c, problem, progress), keep_going)
             store = RedisVerdicts(c.store.client, settings.result_ttl)
-            run = _run(contest, found, store, lambda todo: judge.verdicts(todo, by_source))
-            note(
-                f"judged {len(programs)} programs on {len(tests)} tests:"
-                f" {judge.compiled} compiled, {judge.runs} runs"
-            )
+            run = _run(contest, found, store, judge)
+            note(f"judged {judged} of {len(subs)} (program, test) pairs; the rest were known")
             use(run)
             return run
     finally:
         progress.close()
+
+
+def _judge_on(
+    c: service.Cluster,
+    todo: Sequence[comparing.Output],
+    chunks: judge_service.Chunks,
+    progress: ProgressBar,
+) -> Iterator[FileVerdicts]:
+    """The verdicts of `todo`, judged by the cluster's workers in one judging job."""
+    job_id = comparing.job_id_for(chunks.problem.name, todo, kind="judge")
+    s = c.settings
+    files = len(todo)
+    most = chunks.settings.batch_cases
+    if not comparing.open_job(c.store, job_id, chunks.problem.name, files, most, kind="judge"):
+        window = Window(c.store, job_id, s, lambda p: c.check(), chunks=s.chunk.window)
+        try:
+            count, cases = chunks.produce(
+                c.store, c.send, job_id, todo, window if s.chunk.window else None
+            )
+        except UsageError:
+            c.store.delete(job_id)
+            raise
+        progress.add_total(cases)
+        comparing.finish_production(c.store, job_id, count, cases)
+    service.wait(c, job_id, timeout=None, progress=progress)
+    yield from comparing.gather(c.store, job_id, todo)
+    c.store.finish(job_id, COMPARE_KEPT_SECONDS)
 
 
 def _found(problem: Problem, tests: list[Test], solver: Solver, keep_going: bool) -> Found:
@@ -362,8 +392,10 @@ def _compare_here(todo: Sequence[comparing.Output], contest: Contest) -> Iterato
 
         def fold(segments: list[Segment], result: FileVerdicts = result) -> None:
             payload = ComparePayload(problem.name, ignore_case, segments)
-            for _, codes, shown, extra in comparing.segments_of(*compare_chunk(problem, payload)):
-                comparing.add(result, codes, shown, extra)
+            for _, codes, shown, extra, usage in comparing.segments_of(
+                *compare_chunk(problem, payload)
+            ):
+                comparing.add(result, codes, shown, extra, usage)
 
         packer = comparing.Packer(fold, comparing.CHUNK_CASES)
         if output.path is None:

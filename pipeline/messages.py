@@ -40,7 +40,8 @@ def answer_lines(words: tuple[str, ...], invalid_word: str) -> dict[int, str]:
 #    (FilePayload).
 # 5: a place in a file that grows as it is uploaded (FilePayload with a CRC-32).
 # 6: a place in a file is checked by the BLAKE3 digest of its bytes (FilePayload.digest).
-FORMAT = 6
+# 7: judging chunks (JudgePayload): a program and cases to run it on.
+FORMAT = 7
 
 
 def digest_of(data: bytes | memoryview) -> str:
@@ -211,7 +212,40 @@ class ComparePayload:
         return json.dumps(doc, separators=(",", ":")).encode()
 
 
-Payload = ChunkPayload | SlicePayload | FilePayload | ComparePayload
+@dataclass(frozen=True)
+class JudgePayload:
+    """A contestant's program and consecutive cases of one test to run it on: the worker
+    compiles it (once per machine) and judges each case (pipeline.judging)."""
+
+    problem: str
+    language: str  # a name of the worker's judge.languages
+    toolchain: str  # the compiler the grading saw: a worker with another refuses
+    source: bytes
+    limits: tuple[float, int, int]  # CPU seconds, memory and output bytes of a run
+    file: int  # the (program, test) pair's place in its grading job
+    first: int  # number of the first case
+    expected: str  # answer codes of the cases
+    cases: list[bytes]  # each case's text, as the game formats it
+
+    def encode(self) -> bytes:
+        """Compact JSON; bytes as latin-1 text (one character per byte)."""
+        doc = {
+            "format": FORMAT,
+            "kind": "judge",
+            "problem": self.problem,
+            "language": self.language,
+            "toolchain": self.toolchain,
+            "source": self.source.decode("latin-1"),
+            "limits": list(self.limits),
+            "file": self.file,
+            "first": self.first,
+            "expected": self.expected,
+            "cases": [case.decode("latin-1") for case in self.cases],
+        }
+        return json.dumps(doc, separators=(",", ":")).encode()
+
+
+Payload = ChunkPayload | SlicePayload | FilePayload | ComparePayload | JudgePayload
 
 
 def decode_payload(data: bytes) -> Payload:
@@ -223,6 +257,8 @@ def decode_payload(data: bytes) -> Payload:
         version = doc.get("format", 1)
         if version == FORMAT and doc.get("kind") == "compare":
             return _compare_payload(doc)
+        if version == FORMAT and doc.get("kind") == "judge":
+            return _judge_payload(doc)
         if version == FORMAT and doc.get("kind") == "file":
             return _file_payload(doc)
         if version == FORMAT and doc.get("kind") == "slice" and newline >= 0:
@@ -271,3 +307,23 @@ def _compare_payload(doc: dict[str, Any]) -> ComparePayload:
         shown = (str(extra[0]), int(extra[1])) if extra else None
         segments.append(Segment(int(file), int(first), expected, lines, shown))
     return ComparePayload(str(doc["problem"]), bool(doc["ignore_case"]), segments)
+
+
+def _judge_payload(doc: dict[str, Any]) -> JudgePayload:
+    cpu, memory, output = doc["limits"]
+    texts = [doc[k] for k in ("language", "toolchain", "source", "expected")]
+    if not all(isinstance(t, str) for t in (*texts, *doc["cases"])):
+        raise TypeError("a judging chunk's texts are strings")
+    if len(doc["cases"]) != len(doc["expected"]) or float(cpu) <= 0:
+        raise ValueError("a judging chunk of another shape")
+    return JudgePayload(
+        str(doc["problem"]),
+        texts[0],
+        texts[1],
+        texts[2].encode("latin-1"),
+        (float(cpu), int(memory), int(output)),
+        int(doc["file"]),
+        int(doc["first"]),
+        texts[3],
+        [case.encode("latin-1") for case in doc["cases"]],
+    )

@@ -64,6 +64,7 @@ class Cluster:
             self.settings.lease_seconds,
             self.settings.max_attempts,
             bool(self.settings.file_payloads),
+            self.settings.judge,
         )
 
         def run(job_id: str, index: int) -> None:

@@ -10,7 +10,10 @@ import time
 from dataclasses import dataclass
 from enum import StrEnum
 from types import TracebackType
+from typing import TYPE_CHECKING
 
+from pipeline.config import JudgeSettings
+from pipeline.errors import UsageError
 from pipeline.messages import (
     ANSWER_CODES,
     INVALID_CODE,
@@ -18,6 +21,7 @@ from pipeline.messages import (
     ChunkPayload,
     ComparePayload,
     FilePayload,
+    JudgePayload,
     Payload,
     SlicePayload,
     decode_payload,
@@ -26,6 +30,9 @@ from pipeline.messages import (
 from pipeline.problem import Problem, slice_solver
 from pipeline.registry import registry
 from pipeline.store import Store
+
+if TYPE_CHECKING:
+    from pipeline.judge_service import Runner
 
 
 class Outcome(StrEnum):
@@ -46,6 +53,7 @@ class Policy:
     lease_seconds: int = 30  # an unrefreshed lease tells others the worker is gone
     max_attempts: int = 3  # runs of a chunk before it is failed as a poison chunk
     file_payloads: bool = False  # read chunks that name a place in an input file
+    judge: JudgeSettings | None = None  # judge programs (grade --programs) with these
 
 
 class _Leases:
@@ -135,9 +143,9 @@ def run_chunk(store: Store, job_id: str, index: int, policy: Policy = Policy()) 
         store.fail_chunk(job_id, index, f"{where}: its worker died in {attempt - 1} attempts")
         return Outcome.FAILED
     with Lease(store, job_id, index, policy):
-        if isinstance(payload, ComparePayload):
+        if isinstance(payload, ComparePayload | JudgePayload):
             try:
-                codes, details = compare_chunk(problem, payload)
+                codes, details = _check_chunk(problem, payload, policy)
             except BadPayload as exc:
                 store.fail_chunk(job_id, index, str(exc))
                 return Outcome.FAILED
@@ -156,6 +164,34 @@ def run_chunk(store: Store, job_id: str, index: int, policy: Policy = Policy()) 
     return Outcome.SOLVED if saved else Outcome.DUPLICATE
 
 
+def _check_chunk(
+    problem: Problem, payload: ComparePayload | JudgePayload, policy: Policy
+) -> tuple[str, str]:
+    """A comparison or judging chunk's letters and details."""
+    if isinstance(payload, ComparePayload):
+        return compare_chunk(problem, payload)
+    if policy.judge is None:
+        raise BadPayload("this process does not judge programs")
+    return _judge_runner(policy.judge).judge(problem, payload)
+
+
+_RUNNERS: dict[str, Runner] = {}
+
+
+def _judge_runner(settings: JudgeSettings) -> Runner:
+    """One judge per process and settings (it checks the sandbox once); a sandbox that
+    cannot run fails the chunk with its reason."""
+    from pipeline.judge_service import Runner
+
+    key = settings.model_dump_json()
+    if key not in _RUNNERS:
+        try:
+            _RUNNERS[key] = Runner(settings)
+        except UsageError as exc:
+            raise BadPayload(f"this worker cannot judge programs: {exc}") from None
+    return _RUNNERS[key]
+
+
 def _from_file(payload: FilePayload, policy: Policy) -> SlicePayload:
     """The bytes a file reference names, if this worker reads files."""
     if not policy.file_payloads:
@@ -170,6 +206,9 @@ def _where(store: Store, job_id: str, index: int, payload: Payload) -> str:
     """The case (or cases) a chunk whose worker keeps dying was at."""
     if isinstance(payload, ComparePayload):
         return f"comparison chunk {index}"
+    if isinstance(payload, JudgePayload):
+        last = payload.first + len(payload.cases) - 1
+        return f"judging chunk {index} (cases {payload.first}-{last})"
     count = len(payload.cases) if isinstance(payload, ChunkPayload) else payload.count
     offset = store.cursor(job_id, index)
     if offset is None and count == 1:

@@ -40,6 +40,7 @@ def register(app: Celery, settings: Settings) -> None:
             lease_seconds=settings.lease_seconds,
             max_attempts=settings.max_attempts,
             file_payloads=bool(settings.file_payloads),
+            judge=settings.judge,
         )
         outcome = run_chunk(store_for(settings.broker_url or ""), job, chunk, policy)
         if outcome == Outcome.GONE:

@@ -159,7 +159,7 @@ def test_every_case_gets_its_own_verdict_and_a_rejudge_runs_only_what_changed(
     first = _grade(tests, progs, report)
     assert first.returncode == 1, first.stderr  # some programs are wrong
     assert "empty: no entry file" in first.stderr
-    assert "judged 6 programs on 1 tests: 6 compiled" in first.stderr, first.stderr
+    assert "judged 6 of 6 (program, test) pairs" in first.stderr, first.stderr
     doc = json.loads(report.read_text())
     codes = {s["contestant"]: s["verdicts"] for s in doc["submissions"]}
     at = {name: "".join(name_of(n, k) for n, k in CASES) for name, name_of in _FAULTS.items()}
@@ -174,11 +174,11 @@ def test_every_case_gets_its_own_verdict_and_a_rejudge_runs_only_what_changed(
     assert all(kib > 0 for kib in crash["memory_kib"])
     # the same contest again: nothing runs; one contestant resubmits: only it runs
     again = _grade(tests, progs, report)
-    assert "0 compiled, 0 runs" in again.stderr, again.stderr
+    assert "judged 0 of 6" in again.stderr, again.stderr
     fixed = GOOD.replace("// FAULT", "") + f"// fixed {tmp_path.name} {os.getpid()}\n"
     (progs / "wrong" / "main.cpp").write_text(fixed)
     third = _grade(tests, progs, report)
-    assert "1 compiled, 1 runs" in third.stderr, third.stderr
+    assert "judged 1 of 6" in third.stderr, third.stderr
     codes = {s["contestant"]: s["verdicts"] for s in json.loads(report.read_text())["submissions"]}
     assert codes["wrong"] == "A" * len(CASES)
 
