@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -15,9 +16,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import redis
 
 from pipeline.local.redis_server import RedisServer
 from pipeline.sandbox import CGROUPS, GROUP, Bind, Limits, Sandbox, Status, shared_folder
+from tests.conftest import Workers
 from tests.helpers import command_env
 
 pytestmark = pytest.mark.skipif(
@@ -362,3 +365,75 @@ def _nothing_left() -> None:
         parent = CGROUPS / controller / GROUP
         if parent.exists():
             assert not [p for p in parent.iterdir() if p.is_dir()], f"a {controller} cgroup"
+
+
+def test_a_worker_killed_while_it_judges_loses_nothing(
+    tmp_path: Path, redis_server: RedisServer, workers: Workers
+) -> None:
+    tests, progs = tmp_path / "tests", tmp_path / "progs"
+    tests.mkdir()
+    _test_input(tests / "t1.in")
+    mark = f"// {tmp_path.name} {os.getpid()}\n"
+    for name, fault in (("good", ""), ("wrong", "if (K % 3 == 0) pure = !pure;")):
+        (progs / name).mkdir(parents=True)
+        slow = "usleep(300000);\n" + fault  # every run takes a while: the kill lands in one
+        source = GOOD.replace("// FAULT", slow).replace(
+            "using namespace", "#include <unistd.h>\nusing namespace"
+        )
+        (progs / name / "main.cpp").write_text(source + mark)
+    env = {"GAMEBATCH_JUDGE__BATCH_CASES": "2", "GAMEBATCH_LEASE_SECONDS": "3"}  # 5 chunks each
+    first = workers.start(concurrency=1, **env)
+    report = tmp_path / "report.json"
+    grading = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "pipeline.cli",
+            "grade",
+            "-p",
+            "strgame",
+            "--tests",
+            str(tests),
+            "--programs",
+            str(progs),
+            "--json",
+            str(report),
+            "-q",
+            "--broker",
+            redis_server.url,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=command_env(**env),
+    )
+    client = redis.Redis.from_url(redis_server.url)
+    deadline = time.monotonic() + 60
+    while not _judged_chunks(client):  # the first chunk is judged: the worker is at work
+        assert time.monotonic() < deadline and grading.poll() is None, grading.stderr
+        time.sleep(0.02)
+    os.killpg(first.pid, signal.SIGKILL)
+    workers.start(concurrency=2, **env)
+    attempts = 0  # the most runs of one chunk, seen while the grading waits
+    while grading.poll() is None and time.monotonic() < deadline + 120:
+        for key in client.scan_iter(match="gb:job:judge.*:attempts"):
+            attempts = max([attempts, *(int(v) for v in client.hvals(key))])
+        time.sleep(0.05)
+    _, err = grading.communicate(timeout=180)
+    assert grading.returncode == 1, err
+    codes = {s["contestant"]: s["verdicts"] for s in json.loads(report.read_text())["submissions"]}
+    assert codes == {
+        "good": "A" * len(CASES),
+        "wrong": "".join(_FAULTS["wrong"](n, k) for n, k in CASES),
+    }, err
+    assert attempts >= 2, attempts  # the killed worker's chunk was run again
+    client.close()
+
+
+def _judged_chunks(client: redis.Redis) -> int:
+    """Chunks judged so far, over every judging job on the test's Redis."""
+    done = 0
+    for key in client.scan_iter(match="gb:job:judge.*"):
+        if client.type(key) == b"hash":
+            done += int(client.hget(key, "done_chunks") or 0)
+    return done
