@@ -636,16 +636,7 @@ def _judge(args: argparse.Namespace, settings: Any, problem: Any, url: str | Non
         raise UsageError("judging takes --tests DIR and --programs DIR, no files")
     if args.ignore_case:
         raise UsageError("--ignore-case grades output files, not --programs")
-    limits = {
-        "time_limit": args.time_limit,
-        "memory_limit_mb": args.memory_limit,
-        "output_limit_mb": args.output_limit,
-    }
-    for name, value in limits.items():
-        if value is not None and value <= 0:
-            raise UsageError(f"--{name.split('_')[0]}-limit must be positive")
-    given = {k: v for k, v in limits.items() if v is not None}
-    settings = settings.model_copy(update={"judge": settings.judge.model_copy(update=given)})
+    settings = _with_limits(args, settings)
     if not settings.broker_url:  # its local workers judge: their sandbox, before anything
         Sandbox(settings.judge.first_uid, settings.judge.slots).check()
     tests = layout.tests_in(args.tests)
@@ -674,6 +665,20 @@ def _judge(args: argparse.Namespace, settings: Any, problem: Any, url: str | Non
         note=_err,
     )
     return run.exit_status()
+
+
+def _with_limits(args: argparse.Namespace, settings: Any) -> Any:
+    """The settings with the judge's limits given on the command line."""
+    limits = {
+        "time_limit": args.time_limit,
+        "memory_limit_mb": args.memory_limit,
+        "output_limit_mb": args.output_limit,
+    }
+    for name, value in limits.items():
+        if value is not None and value <= 0:
+            raise UsageError(f"--{name.split('_')[0]}-limit must be positive")
+    given = {k: v for k, v in limits.items() if v is not None}
+    return settings.model_copy(update={"judge": settings.judge.model_copy(update=given)})
 
 
 def _grade_layout(

@@ -15,7 +15,10 @@ from pathlib import Path
 from typing import IO
 
 _BLOCK = 1 << 20
-_LAYOUT = "tests/NAME.in, tests/NAME.ans, subs/CONTESTANT/NAME.out, scoring.yaml"
+_LAYOUT = (
+    "tests/NAME.in, tests/NAME.ans, subs/CONTESTANT/NAME.out or progs/CONTESTANT/main.cpp"
+    " (.c, .py), scoring.yaml"
+)
 
 
 class ArchiveRefused(Exception):
@@ -134,6 +137,8 @@ def _in_layout(parts: list[str]) -> bool:
         return parts[1].endswith((".in", ".ans")) and not parts[1].startswith(".")
     if len(parts) == 3 and parts[0] == "subs":
         return parts[2].endswith(".out") and not parts[1].startswith(".")
+    if len(parts) == 3 and parts[0] == "progs":
+        return parts[2].startswith("main.") and not parts[1].startswith(".")
     return False
 
 

@@ -3,12 +3,14 @@ the same grading service as `gamebatch grade`; its reports are files of the spoo
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
 import re
 import shutil
 import tempfile
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,7 +22,9 @@ from starlette.responses import JSONResponse, Response
 from pipeline import grade_service, layout, toolkit
 from pipeline.config import Settings
 from pipeline.errors import UsageError
-from pipeline.grading import Scoring
+from pipeline.grading import Scoring, Submission, Test
+from pipeline.judge_service import find_programs
+from pipeline.problem import Problem
 from pipeline.records import Records
 from pipeline.registry import get_problem
 from pipeline.scoring import load_scoring
@@ -33,7 +37,13 @@ from pipeline.server.uploads import receive
 
 log = logging.getLogger("gamebatch.server")
 _ID = re.compile(r"[A-Za-z0-9_.]+(-[A-Za-z0-9_.]+)*-[0-9a-f]{24}(-ignore-case)?(-keep-going)?")
-_PARAMS = ("problem", "ignore_case", "keep_going")
+# a judged program's limits as a grading's parameters -> the judge settings they set
+_LIMITS = {
+    "time_limit": "time_limit",
+    "memory_limit": "memory_limit_mb",
+    "output_limit": "output_limit_mb",
+}
+_PARAMS = ("problem", "ignore_case", "keep_going", *_LIMITS)
 _CASE = re.compile(r"[0-9]{1,12}")  # a case number of a test
 REPORTS = {  # route -> (file in the grading's folder, media type)
     "report.json": ("report.json", "application/json"),
@@ -51,6 +61,7 @@ class GradingTask:
     problem: str
     ignore_case: bool
     keep_going: bool = False  # an invalid test marks its submissions, the rest is graded
+    limits: str = "{}"  # judged programs' limits (JSON of judge settings) given with it
 
     @classmethod
     def of_record(cls, grading_id: str, record: dict[str, str]) -> GradingTask:
@@ -60,6 +71,7 @@ class GradingTask:
             record["problem"],
             record.get("ignore_case") == "1",
             record.get("keep_going") == "1",
+            record.get("limits", "{}"),
         )
 
     def run(self, settings: Settings, records: Records, spool: Spool) -> None:
@@ -88,14 +100,18 @@ async def create(service: Service, request: Request, caller: Caller) -> Response
         raise ApiError(400, str(exc)) from None
     ignore_case = params.get("ignore_case", "0") in ("1", "true")
     keep_going = params.get("keep_going", "0") in ("1", "true")
+    limits = json.dumps(_limits(params), sort_keys=True)
     gradings = service.records.of_kind("grading")
     limit = service.settings.server.max_pending_jobs
     if await run_in_threadpool(gradings.pending_count) >= limit:
         raise ApiError(503, "too many unfinished gradings; try again later", {"Retry-After": "5"})
     received = await receive(service, request, raw_only=True)  # streamed and hashed, as jobs
     try:
+        named = received.sha256  # the archive, and the programs' limits when given
+        if limits != "{}":
+            named = hashlib.sha256(f"{named}:{limits}".encode()).hexdigest()
         grading_id = (
-            f"{problem.name}-{received.sha256[:24]}"
+            f"{problem.name}-{named[:24]}"
             + ("-ignore-case" if ignore_case else "")
             + ("-keep-going" if keep_going else "")
         )
@@ -111,11 +127,13 @@ async def create(service: Service, request: Request, caller: Caller) -> Response
         "keep_going": str(int(keep_going)),
         "owner": caller.name,
         "size": str(received.size),
+        "limits": limits,
     }
     if not await run_in_threadpool(gradings.open, grading_id, fields):
         return JSONResponse(view(await _record(service, grading_id)), 200)
     await run_in_threadpool(gradings.event, "grading.created", grading_id, {})
-    service.runners.submit(GradingTask(grading_id, problem.name, ignore_case, keep_going))
+    task = GradingTask(grading_id, problem.name, ignore_case, keep_going, limits)
+    service.runners.submit(task)
     record = await _record(service, grading_id)
     return JSONResponse(view(record), 201, headers={"Location": f"/v1/gradings/{grading_id}"})
 
@@ -135,9 +153,13 @@ def _unpack(service: Service, archive: Path, grading_id: str) -> None:
             archive, private / "files", Limits(limits.max_archive_files, limits.max_archive_bytes)
         )
         root = unpacked.root
-        if not (root / "tests").is_dir() or not (root / "subs").is_dir():
-            raise ArchiveRefused("the archive needs a tests/ and a subs/ folder")
-        layout.bulk_layout(root / "tests", root / "subs")
+        if not (root / "tests").is_dir() or (root / "subs").is_dir() == (root / "progs").is_dir():
+            raise ArchiveRefused("the archive needs a tests/ folder, and subs/ or progs/")
+        if (root / "subs").is_dir():
+            layout.bulk_layout(root / "tests", root / "subs")
+        else:
+            layout.tests_in(root / "tests")
+            find_programs(root / "progs", service.settings.judge.languages)
         (private / "notes.json").write_text(json.dumps(unpacked.notes))
         try:
             os.rename(private, where)
@@ -151,6 +173,21 @@ def _unpack(service: Service, archive: Path, grading_id: str) -> None:
         raise ApiError(422, str(exc)) from None
     finally:
         shutil.rmtree(private, ignore_errors=True)  # what was not moved into place
+
+
+def _limits(params: dict[str, str]) -> dict[str, float]:
+    """Judged programs' limits given as parameters (400 unless positive numbers)."""
+    found: dict[str, float] = {}
+    for name, setting in _LIMITS.items():
+        if name in params:
+            try:
+                value = float(params[name])
+            except ValueError:
+                value = 0
+            if not 0 < value < 1e6:
+                raise ApiError(400, f"{name} must be a positive number")
+            found[setting] = value if name == "time_limit" else int(value)
+    return found
 
 
 def view(record: dict[str, str]) -> dict[str, Any]:
@@ -253,7 +290,6 @@ def _grade(settings: Settings, spool: Spool, task: GradingTask) -> dict[str, str
     where = folder(spool, task.grading_id)
     root = where / "files"
     problem = get_problem(task.problem)
-    tests, subs, notes = layout.bulk_layout(root / "tests", root / "subs")
     scoring_file = root / "scoring.yaml"
     scoring = load_scoring(str(scoring_file)) if scoring_file.is_file() else Scoring()
 
@@ -263,17 +299,23 @@ def _grade(settings: Settings, spool: Spool, task: GradingTask) -> dict[str, str
         ).write(run)
         grade_service.ReportFiles(scoreboard=where / "scoreboard.json").write(run)
 
-    run = grade_service.grade(
-        settings,
-        problem,
-        tests,
-        subs,
-        scoring=scoring,
-        ignore_case=task.ignore_case,
-        quiet=True,
-        use=write,
-        keep_going=task.keep_going,
-    )
+    if (root / "progs").is_dir():
+        run, tests, subs, notes = _judge(
+            settings, problem, root, task, scoring=scoring, write=write
+        )
+    else:
+        tests, subs, notes = layout.bulk_layout(root / "tests", root / "subs")
+        run = grade_service.grade(
+            settings,
+            problem,
+            tests,
+            subs,
+            scoring=scoring,
+            ignore_case=task.ignore_case,
+            quiet=True,
+            use=write,
+            keep_going=task.keep_going,
+        )
     unpacked_notes = json.loads((where / "notes.json").read_text())
     summary = {
         "tests": len(tests),
@@ -286,6 +328,33 @@ def _grade(settings: Settings, spool: Spool, task: GradingTask) -> dict[str, str
     shown = in_archive(json.dumps(summary), spool, task.grading_id)
     notes_shown = in_archive(json.dumps(unpacked_notes + notes), spool, task.grading_id)
     return {"summary": shown, "notes": notes_shown}
+
+
+def _judge(
+    settings: Settings,
+    problem: Problem,
+    root: Path,
+    task: GradingTask,
+    *,
+    scoring: Scoring,
+    write: Callable[[grade_service.GradeRun], None],
+) -> tuple[grade_service.GradeRun, list[Test], Sequence[Submission], list[str]]:
+    """A grading of programs (progs/): judged by the workers in their sandboxes."""
+    judge = settings.judge.model_copy(update=json.loads(task.limits))
+    settings = settings.model_copy(update={"judge": judge})
+    tests = layout.tests_in(root / "tests")
+    programs, notes = find_programs(root / "progs", judge.languages)
+    run = grade_service.judge_programs(
+        settings,
+        problem,
+        tests,
+        programs,
+        scoring=scoring,
+        quiet=True,
+        keep_going=task.keep_going,
+        use=write,
+    )
+    return run, tests, run.contest.submissions, notes
 
 
 def in_archive(text: str, spool: Spool, grading_id: str) -> str:

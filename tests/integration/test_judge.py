@@ -4,12 +4,15 @@ machine, and leave no process behind."""
 
 from __future__ import annotations
 
+import gzip
+import io
 import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 from collections.abc import Iterator
@@ -22,6 +25,7 @@ from pipeline.local.redis_server import RedisServer
 from pipeline.sandbox import CGROUPS, GROUP, Bind, Limits, Sandbox, Status, shared_folder
 from tests.conftest import Workers
 from tests.helpers import command_env
+from tests.integration.server import Server, wait_until_ended
 
 pytestmark = pytest.mark.skipif(
     os.geteuid() != 0, reason="the sandbox runs programs as other uids: it needs root"
@@ -437,3 +441,58 @@ def _judged_chunks(client: redis.Redis) -> int:
         if client.type(key) == b"hash":
             done += int(client.hget(key, "done_chunks") or 0)
     return done
+
+
+def test_programs_in_an_archive_are_judged_over_http(
+    tmp_path: Path, redis_server: RedisServer, workers: Workers
+) -> None:
+    mark = f"// {tmp_path.name} {os.getpid()} http\n"
+    inputs = tmp_path / "t1.in"
+    _test_input(inputs)
+    files = {
+        "tests/t1.in": inputs.read_bytes(),
+        "progs/ann/main.cpp": (GOOD.replace("// FAULT", "") + mark).encode(),
+        "progs/bob/main.cpp": (GOOD.replace("// FAULT", _CRASH) + mark).encode(),
+    }
+    workers.start(concurrency=2)
+    running = Server(tmp_path, redis_server.url).start()
+    try:
+        with running.client() as http:
+            bad = http.post(
+                "/v1/gradings",
+                params={"problem": "strgame", "time_limit": "-1"},
+                content=_tar_gz(files),
+            )
+            assert bad.status_code == 400 and "time_limit" in bad.json()["error"]
+            created = http.post(
+                "/v1/gradings",
+                params={"problem": "strgame", "time_limit": "0.5"},
+                content=_tar_gz(files),
+            )
+            assert created.status_code == 201, created.text
+            grading = created.json()["id"]
+            ended = wait_until_ended(http, grading, kind="gradings")
+            assert ended["state"] == "done", ended
+            report = http.get(f"/v1/gradings/{grading}/report.json").json()
+    finally:
+        running.stop()
+    codes = {s["contestant"]: s["verdicts"] for s in report["submissions"]}
+    assert codes == {
+        "ann": "A" * len(CASES),
+        "bob": "".join(_FAULTS["crash"](n, k) for n, k in CASES),
+    }
+    bob = next(s for s in report["submissions"] if s["contestant"] == "bob")
+    assert bob["mismatches"][0]["found"] == "signal SIGSEGV" and len(bob["time_ms"]) == len(CASES)
+
+
+_CRASH = "if (n == 4) { volatile int *p = nullptr; *p = 1; }"
+
+
+def _tar_gz(files: dict[str, bytes]) -> bytes:
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w") as tar:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return gzip.compress(raw.getvalue(), mtime=0)

@@ -544,15 +544,20 @@ function sortBy(key) {
   if (button) button.focus();
 }
 
-const VERDICTS = { A: "AC", W: "WA", P: "PE", M: "MISSING" };
+const VERDICTS = {
+  A: "AC", W: "WA", P: "PE", M: "MISSING", T: "TLE", L: "MLE", O: "OLE", R: "RE", C: "CE",
+};
 
 // Every case of a report's submission: version 2 keeps a letter per case and the details of
 // the first mismatches only; version 1 an object per case.
 function casesOf(sub) {
   if (typeof sub.verdicts !== "string") return sub.cases || [];
   const kept = new Map(sub.mismatches.map((m) => [m.index, m]));
-  const rows = [...sub.verdicts].map((code, i) =>
-    kept.get(i + 1) || { index: i + 1, verdict: VERDICTS[code] });
+  const rows = [...sub.verdicts].map((code, i) => ({
+    ...(kept.get(i + 1) || { index: i + 1, verdict: VERDICTS[code] }),
+    time: sub.time_ms ? sub.time_ms[i] : undefined,  // a judged program's
+    memory: sub.memory_kib ? sub.memory_kib[i] : undefined,
+  }));
   const end = sub.verdicts.length + 1;
   if (sub.extra) {
     rows.push(kept.get(end) || { index: end, verdict: "EXTRA", expected: "", found: sub.extra.first });
@@ -577,6 +582,8 @@ function renderCases() {
     cell(tr, c.verdict === "MISSING" ? "end of file" : c.found ?? "", "word");
     const input = cell(tr, c.input ?? "…", "input");
     if (c.input == null && c.verdict !== "EXTRA" && i < 50) loadInput(input, sub.test, c.index);
+    cell(tr, c.time === undefined ? "" : c.time.toFixed(1));
+    cell(tr, c.memory === undefined ? "" : String(c.memory));
     return tr;
   }));
 }
