@@ -612,6 +612,12 @@ def _grading(data: Path, ref: dict[str, Path] | None, quick: bool) -> list[Row]:
     return grading(data, ref, quick)
 
 
+def _judging(data: Path, quick: bool) -> list[Row]:
+    from benchmarks.judging import judging
+
+    return judging(data, quick)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes (CI)")
@@ -638,6 +644,7 @@ def main() -> int:
         "soak": lambda: _soak(data, args.quick),
         "http_service": lambda: _http_service(data, args.quick),
         "grading": lambda: _grading(data, ref, args.quick),
+        "judging": lambda: _judging(data, args.quick),
     }
     rows: list[Row] = []
     for name, suite in suites.items():

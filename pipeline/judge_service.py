@@ -217,23 +217,12 @@ class Runner:
             limits = Limits(cpu, memory, output)
             found, _ = judge_cases(
                 words,
-                lambda batch: self._run(built, list(lang.run), payload.cases, batch, limits),
+                lambda batch: run_batch(
+                    self.sandbox, built, list(lang.run), [payload.cases[i] for i in batch], limits
+                ),
                 batch=len(words),
             )
         return _letters(found, payload.file, payload.first)
-
-    def _run(
-        self, folder: Path, argv: list[str], cases: list[bytes], batch: list[int], limits: Limits
-    ) -> Attempt:
-        with tempfile.TemporaryDirectory(prefix="gamebatch-run-") as private:
-            given, taken = Path(private) / "in", Path(private) / "out"
-            given.write_bytes(b"%d\n" % len(batch) + b"".join(cases[i] for i in batch))
-            with given.open("rb") as stdin, taken.open("wb") as stdout:
-                run = self.sandbox.run(
-                    argv, limits, [Bind(folder, "/box")], stdin=stdin, stdout=stdout
-                )
-            lines = output_lines(taken.read_bytes().split(b"\n")) if run.status == Status.OK else []
-        return Attempt(run.status, lines, run.cpu_seconds, run.peak_bytes, run.detail)
 
     def compile(self, source: bytes, name: str, lang: LanguageSetting) -> Path | str:
         """The folder of the runnable program, or the compiler's messages (a CE); compiled
@@ -262,6 +251,19 @@ class Runner:
             work.rename(done)
         except OSError:  # another process of this machine compiled it meanwhile
             shutil.rmtree(work, ignore_errors=True)
+
+
+def run_batch(
+    sandbox: Sandbox, folder: Path, argv: list[str], cases: list[bytes], limits: Limits
+) -> Attempt:
+    """One run of the program in `folder` (seen at /box) on these cases: T, then each."""
+    with tempfile.TemporaryDirectory(prefix="gamebatch-run-") as private:
+        given, taken = Path(private) / "in", Path(private) / "out"
+        given.write_bytes(b"%d\n" % len(cases) + b"".join(cases))
+        with given.open("rb") as stdin, taken.open("wb") as stdout:
+            run = sandbox.run(argv, limits, [Bind(folder, "/box")], stdin=stdin, stdout=stdout)
+        lines = output_lines(taken.read_bytes().split(b"\n")) if run.status == Status.OK else []
+    return Attempt(run.status, lines, run.cpu_seconds, run.peak_bytes, run.detail)
 
 
 def _compile(sandbox: Sandbox, settings: JudgeSettings, lang: LanguageSetting, work: Path) -> None:

@@ -8,6 +8,7 @@ import contextlib
 import fcntl
 import os
 import secrets
+import select
 import shutil
 import signal
 import subprocess
@@ -302,18 +303,27 @@ class _Cgroup:
 
 def _watch(process: subprocess.Popen[bytes], group: _Cgroup, limits: Limits, start: float) -> str:
     """Wait for the run, killing it past its CPU time or wall clock; why it was killed."""
-    while process.poll() is None:
-        reason = ""
-        if group.cpu_seconds() > limits.cpu_seconds:
-            reason = "cpu"
-        elif time.monotonic() - start > limits.wall:
-            reason = "wall"
-        if reason:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-            return reason
-        time.sleep(POLL)
+    ended = os.pidfd_open(process.pid)  # readable once it ends: no sleep past its end
+    try:
+        while not select.select([ended], [], [], POLL)[0]:
+            reason = _over(group, limits, start)
+            if reason:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+                return reason
+    finally:
+        os.close(ended)
+    process.wait()
+    return ""
+
+
+def _over(group: _Cgroup, limits: Limits, start: float) -> str:
+    """Which limit a running run is past ("cpu", "wall"), or ""."""
+    if group.cpu_seconds() > limits.cpu_seconds:
+        return "cpu"
+    if time.monotonic() - start > limits.wall:
+        return "wall"
     return ""
 
 
