@@ -5,6 +5,7 @@ v1 per run that limits memory and processes and measures CPU time and peak memor
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import fcntl
 import os
 import secrets
@@ -121,6 +122,7 @@ class Sandbox:
     def __init__(self, first_uid: int = 61000, slots: int = 64) -> None:
         self.first_uid, self.slots = first_uid, slots
         self.bwrap = shutil.which("bwrap") or ""
+        _become_subreaper()
 
     def check(self) -> None:
         """Raise a one-line error unless programs can be run sandboxed here: bubblewrap,
@@ -135,6 +137,7 @@ class Sandbox:
         for tool in ("setpriv", "prlimit"):
             if shutil.which(tool) is None:
                 raise UsageError(f"judging programs needs {tool} (util-linux)")
+        _sweep_cgroups()
         with tempfile.TemporaryFile() as err:
             try:
                 self.run(
@@ -163,7 +166,7 @@ class Sandbox:
             status_read, status_write = os.pipe()  # bwrap says there when the program starts
             command = [
                 "/bin/sh", "-c", group.enter_script(), "sh",
-                "setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
+                "setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--pdeathsig=KILL",
                 "--inh-caps=-all", "--bounding-set=-all",
                 "prlimit", *_rlimits(limits), "--",
                 self.bwrap, "--json-status-fd", str(status_write),
@@ -212,6 +215,30 @@ class Sandbox:
                 handle.close()
             return
         raise RuntimeError(f"all {self.slots} sandbox slots stayed busy")
+
+
+def _sweep_cgroups() -> None:
+    """End the runs of processes that are gone (a worker killed while it judged: bwrap's
+    own process in the sandbox outlives it) and remove their cgroups."""
+    for controller in ("pids", *(c for c in CONTROLLERS if c != "pids")):  # kill first
+        parent = CGROUPS / controller / GROUP
+        for run in parent.glob("run-*") if parent.is_dir() else ():
+            pid = run.name.split("-")[1]
+            if not pid.isdigit() or Path(f"/proc/{pid}").exists():
+                continue
+            with contextlib.suppress(OSError):
+                for left in (run / "cgroup.procs").read_text().split():
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(int(left), signal.SIGKILL)
+            with contextlib.suppress(OSError):  # still busy: a later sweep takes it
+                run.rmdir()
+
+
+def _become_subreaper() -> None:
+    """Orphans of runs (bwrap's own process in the sandbox, when bwrap is killed) become
+    this process's children, which it reaps, instead of waiting for the machine's init."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
 
 
 def _rlimits(limits: Limits) -> list[str]:
@@ -279,15 +306,18 @@ class _Cgroup:
         return int((self.paths["memory"] / "memory.failcnt").read_text()) > 0
 
     def kill_all(self) -> None:
-        """Kill whatever of the run is left (nothing should be), until none is."""
+        """Kill whatever of the run is left (nothing should be), and reap it: a killed
+        run's processes are this process's orphans (it is their subreaper)."""
         procs = self.paths["pids"] / "cgroup.procs"
-        for _ in range(200):
+        for _ in range(400):
             pids = [int(p) for p in procs.read_text().split()]
             if not pids:
                 return
             for pid in pids:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
+                with contextlib.suppress(ChildProcessError):
+                    os.waitpid(pid, os.WNOHANG)
             time.sleep(0.005)
 
     def __exit__(self, *exc: object) -> None:
