@@ -20,6 +20,7 @@ def is_job_id(text: str) -> bool:
 class JobState(StrEnum):
     """Where a job is in its life."""
 
+    QUEUED = "queued"  # uploaded, waiting for a runner (an HTTP record's first state)
     PRODUCING = "producing"
     RUNNING = "running"  # every chunk is queued
     COMPLETE = "complete"  # every chunk has answers

@@ -8,7 +8,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from pipeline.jobstate import JobCounters
+from pipeline.jobstate import JobCounters, JobState
 
 _SHOWN = (  # the fields of an HTTP record a client sees
     "id",
@@ -26,7 +26,8 @@ _SHOWN = (  # the fields of an HTTP record a client sees
     "lane",
 )
 _NUMBERS = ("total", "invalid", "size", "result_bytes", "exit_code")
-LIVE = ("producing", "running")  # a record's states during which the counters say more
+# a record's states during which the counters say more
+LIVE = (JobState.PRODUCING.value, JobState.RUNNING.value)
 ERRORS_SHOWN = 10  # chunk failures listed in a view
 
 
@@ -57,7 +58,7 @@ def view(record: Mapping[str, str] | None, live: JobCounters | None) -> dict[str
     if live is not None and (record is None or record.get("state") in LIVE):
         counted = live.as_dict()
         failures = counted.pop("failures")
-        if record is not None and counted["state"] not in ("running", "complete"):
+        if record is not None and counted["state"] not in (JobState.RUNNING, JobState.COMPLETE):
             counted.pop("state")  # producing, or ended: the record knows better
         body.update({k: v for k, v in counted.items() if k not in ("id", "problem")})
         body.setdefault("id", live.job_id)

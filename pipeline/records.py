@@ -11,7 +11,7 @@ import redis
 
 from pipeline import keys
 from pipeline.connections import script
-from pipeline.jobstate import FINISHED
+from pipeline.jobstate import FINISHED, JobState
 
 _TOKEN = re.compile(r"\d{1,20}-\d{1,20}|0")
 
@@ -55,7 +55,7 @@ class Records:
         values = {
             **fields,
             "id": job_id,
-            "state": "queued",
+            "state": JobState.QUEUED.value,
             "created": f"{now:.6f}",
             "server": self.server,
         }

@@ -23,6 +23,7 @@ from pipeline import grade_service, layout, toolkit
 from pipeline.config import Settings
 from pipeline.errors import UsageError
 from pipeline.grading import Scoring, Submission, Test
+from pipeline.jobstate import JobState
 from pipeline.judge_service import find_programs
 from pipeline.problem import Problem
 from pipeline.records import Records
@@ -280,7 +281,7 @@ def run_grading(settings: Settings, records: Records, spool: Spool, task: Gradin
         records.of_kind("grading"),
         task.grading_id,
         lambda: ("done", _grade(settings, spool, task)),
-        begun={"state": "running"},
+        begun={"state": JobState.RUNNING.value},
         events="grading.",
         shown=lambda text: in_archive(text, spool, task.grading_id),
     )

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from pipeline.jobstate import JobState
+
 _ERROR = {
     "description": "an error",
     "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
@@ -326,17 +328,7 @@ DOCUMENT: dict[str, Any] = {
                     "id": {"type": "string"},
                     "problem": {"type": "string"},
                     "name": {"type": "string"},
-                    "state": {
-                        "enum": [
-                            "queued",
-                            "producing",
-                            "running",
-                            "complete",
-                            "done",
-                            "failed",
-                            "cancelled",
-                        ]
-                    },
+                    "state": {"enum": [state.value for state in JobState]},
                     "total": {"type": ["integer", "null"]},
                     "done": {"type": ["integer", "null"]},
                     "errors": {"type": "array", "items": {"type": "string"}},

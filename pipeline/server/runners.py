@@ -21,7 +21,7 @@ from typing import Any, Protocol
 from pipeline import service
 from pipeline.config import Settings
 from pipeline.connections import connect
-from pipeline.jobstate import FINISHED
+from pipeline.jobstate import FINISHED, JobState
 from pipeline.jobview import public
 from pipeline.local.children import tie_to_parent
 from pipeline.progress import ProgressBar
@@ -149,7 +149,7 @@ def run_job(settings: Settings, records: Records, spool: Spool, upload: Upload) 
         records,
         job_id,
         lambda: _solve(settings, records, spool, upload),
-        begun={"state": "producing", "runner": os.getpid()},
+        begun={"state": JobState.PRODUCING.value, "runner": os.getpid()},
     )
     # the record first, then the input: an upload of the same content waits for the input
     # to go before it opens a new record (see uploads._beside_an_arriving_upload)
