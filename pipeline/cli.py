@@ -501,6 +501,10 @@ def _cmd_worker(args: argparse.Namespace) -> int:
     settings = _settings(args, need_broker=True)
     assert settings.broker_url is not None
     JobStore.wait_for(settings.broker_url, _err)
+    if os.geteuid() == 0:  # runs of programs that a killed worker left on this host end
+        from pipeline.sandbox import sweep_runs
+
+        sweep_runs()
     concurrency = args.concurrency or settings.concurrency or os.cpu_count() or 1
     return supervise_worker(
         settings.broker_url,

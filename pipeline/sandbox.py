@@ -137,7 +137,7 @@ class Sandbox:
         for tool in ("setpriv", "prlimit"):
             if shutil.which(tool) is None:
                 raise UsageError(f"judging programs needs {tool} (util-linux)")
-        _sweep_cgroups()
+        sweep_runs()
         with tempfile.TemporaryFile() as err:
             try:
                 self.run(
@@ -217,7 +217,7 @@ class Sandbox:
         raise RuntimeError(f"all {self.slots} sandbox slots stayed busy")
 
 
-def _sweep_cgroups() -> None:
+def sweep_runs() -> None:
     """End the runs of processes that are gone (a worker killed while it judged: bwrap's
     own process in the sandbox outlives it) and remove their cgroups."""
     for controller in ("pids", *(c for c in CONTROLLERS if c != "pids")):  # kill first
