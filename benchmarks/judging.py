@@ -14,9 +14,9 @@ from pathlib import Path
 
 from benchmarks.run import REFERENCE_SOURCES, Row, best_of, fresh_state, stop_warm, write_cases
 from pipeline.config import JudgeSettings
-from pipeline.judge_service import run_batch
 from pipeline.judging import CaseVerdict, judge_cases
 from pipeline.sandbox import Bind, Limits, Sandbox, shared_folder
+from workers.programs import run_batch
 
 
 def judging(data: Path, quick: bool) -> list[Row]:

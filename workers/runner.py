@@ -32,7 +32,7 @@ from pipeline.registry import registry
 from pipeline.store import Store
 
 if TYPE_CHECKING:
-    from pipeline.judge_service import Runner
+    from workers.programs import Runner
 
 
 class Outcome(StrEnum):
@@ -181,7 +181,7 @@ _RUNNERS: dict[str, Runner] = {}
 def _judge_runner(settings: JudgeSettings) -> Runner:
     """One judge per process and settings (it checks the sandbox once); a sandbox that
     cannot run fails the chunk with its reason."""
-    from pipeline.judge_service import Runner
+    from workers.programs import Runner
 
     key = settings.model_dump_json()
     if key not in _RUNNERS:
