@@ -151,6 +151,7 @@ class JudgeSettings(Section):
     memory_limit_mb: int = Field(256, gt=0)  # per case (--memory-limit)
     output_limit_mb: int = Field(64, gt=0)  # per run (--output-limit)
     batch_cases: int = Field(1000, gt=0)  # cases handed to one run at most
+    max_source_kb: int = Field(256, gt=0)  # a larger source file is a compile error
     compile_seconds: float = Field(30, gt=0)  # a compiler's CPU time
     first_uid: int = Field(61000, gt=0)  # runs are uids first_uid.. (one per run slot)
     slots: int = Field(64, gt=0)  # runs at once on a machine, at most

@@ -130,6 +130,10 @@ class Chunks:
             source = output.path.read_bytes()
             if hashlib.sha256(source).hexdigest() != output.digest:
                 raise UsageError(f"cannot read {output.path}: the file changed while it was read")
+            refused = ""
+            if len(source) > self.settings.max_source_kb << 10:  # not into every chunk
+                refused = f"the source is over judge.max_source_kb ({self.settings.max_source_kb})"
+                source = b""
             texts = self.case_texts(output.test)
             for first, last in _pieces(texts, self.settings.batch_cases):
                 if chunks not in answered:
@@ -143,6 +147,7 @@ class Chunks:
                         first + 1,
                         output.expected[first:last],
                         texts[first:last],
+                        refused,
                     ).encode()
                     store.put_chunk(job_id, chunks, payload)
                     send(job_id, chunks)

@@ -226,10 +226,12 @@ class JudgePayload:
     first: int  # number of the first case
     expected: str  # answer codes of the cases
     cases: list[bytes]  # each case's text, as the game formats it
+    refused: str = ""  # why the program is a compile error before it is compiled (no source)
 
     def encode(self) -> bytes:
         """Compact JSON; bytes as latin-1 text (one character per byte)."""
         doc = {
+            "refused": self.refused,
             "format": FORMAT,
             "kind": "judge",
             "problem": self.problem,
@@ -326,4 +328,5 @@ def _judge_payload(doc: dict[str, Any]) -> JudgePayload:
         int(doc["first"]),
         texts[3],
         [case.encode("latin-1") for case in doc["cases"]],
+        str(doc.get("refused", "")),
     )

@@ -45,7 +45,7 @@ class Runner:
                 f" {payload.toolchain!r}: judge with the same compiler everywhere"
             )
         words = [problem.answers[ANSWER_CODES.index(c)] for c in payload.expected]
-        built = self.compile(payload.source, payload.language, lang)
+        built = payload.refused or self.compile(payload.source, payload.language, lang)
         if isinstance(built, str):
             found = compile_error(len(words), built)
         else:

@@ -98,6 +98,61 @@ for _ in range(t):
     out.append("Pure" if win[0] and (lose[0] or k % 2 == 1) else "Dirty")
 print("\\n".join(out))
 """
+C_PROGRAM = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+static int (*next)[26];
+static int count, room;
+static char word[200005];
+static int node(void) {
+  if (count == room) {
+    room = room ? 2 * room : 1024;
+    next = realloc(next, sizeof *next * room);
+  }
+  memset(next[count], -1, sizeof next[count]);
+  return count++;
+}
+int main(void) {
+  int t;
+  if (scanf("%d", &t) != 1) return 0;
+  while (t--) {
+    int n;
+    long long k;
+    if (scanf("%d %lld", &n, &k) != 2) return 1;
+    count = 0;
+    node();
+    for (int i = 0; i < n; i++) {
+      if (scanf("%200000s", word) != 1) return 1;
+      int at = 0;
+      for (char *c = word; *c; c++) {
+        if (next[at][*c - 'a'] < 0) {
+          int v = node();
+          next[at][*c - 'a'] = v;
+        }
+        at = next[at][*c - 'a'];
+      }
+    }
+    char *win = calloc(count, 1), *lose = calloc(count, 1);
+    for (int v = count - 1; v >= 0; v--) {
+      int leaf = 1, w = 0, l = 0;
+      for (int j = 0; j < 26; j++) {
+        int c = next[v][j];
+        if (c < 0) continue;
+        leaf = 0;
+        w |= !win[c];
+        l |= !lose[c];
+      }
+      win[v] = w;
+      lose[v] = leaf || l;
+    }
+    puts(win[0] && (lose[0] || k % 2 == 1) ? "Pure" : "Dirty");
+    free(win);
+    free(lose);
+  }
+  return 0;
+}
+"""
 # Each case's (n, K), to know where a fault strikes without asking any solver.
 CASES = [(1, 1), (3, 2), (2, 5), (1, 3), (4, 7), (2, 2), (5, 10), (3, 3), (1, 8), (2, 9)]
 
@@ -127,6 +182,10 @@ def _contest(root: Path) -> tuple[Path, Path]:
         (progs / name / "main.cpp").write_text(GOOD.replace("// FAULT", fault) + mark)
     (progs / "snake").mkdir()
     (progs / "snake" / "main.py").write_text(PYTHON + mark.replace("//", "#"))
+    (progs / "cee").mkdir()
+    (progs / "cee" / "main.c").write_text(C_PROGRAM + mark)
+    (progs / "huge").mkdir()  # over judge.max_source_kb: a compile error, never compiled
+    (progs / "huge" / "main.cpp").write_text(GOOD + mark + "// padding\n" * 30_000)
     (progs / "empty").mkdir()  # no entry file: skipped with a warning
     return tests, progs
 
@@ -166,7 +225,7 @@ def test_every_case_gets_its_own_verdict_and_a_rejudge_runs_only_what_changed(
     first = _grade(tests, progs, report)
     assert first.returncode == 1, first.stderr  # some programs are wrong
     assert "empty: no entry file" in first.stderr
-    assert "judged 6 of 6 (program, test) pairs" in first.stderr, first.stderr
+    assert "judged 8 of 8 (program, test) pairs" in first.stderr, first.stderr
     doc = json.loads(report.read_text())
     codes = {s["contestant"]: s["verdicts"] for s in doc["submissions"]}
     at = {name: "".join(name_of(n, k) for n, k in CASES) for name, name_of in _FAULTS.items()}
@@ -177,15 +236,17 @@ def test_every_case_gets_its_own_verdict_and_a_rejudge_runs_only_what_changed(
     assert loop["mismatches"][0]["found"].startswith("CPU 0.5")
     broken = next(s for s in doc["submissions"] if s["contestant"] == "broken")
     assert "error" in broken["mismatches"][0]["found"]
+    huge = next(s for s in doc["submissions"] if s["contestant"] == "huge")
+    assert huge["mismatches"][0]["found"] == "the source is over judge.max_source_kb (256)"
     assert len(crash["time_ms"]) == len(crash["memory_kib"]) == len(CASES)
     assert all(kib > 0 for kib in crash["memory_kib"])
     # the same contest again: nothing runs; one contestant resubmits: only it runs
     again = _grade(tests, progs, report)
-    assert "judged 0 of 6" in again.stderr, again.stderr
+    assert "judged 0 of 8" in again.stderr, again.stderr
     fixed = GOOD.replace("// FAULT", "") + f"// fixed {tmp_path.name} {os.getpid()}\n"
     (progs / "wrong" / "main.cpp").write_text(fixed)
     third = _grade(tests, progs, report)
-    assert "judged 1 of 6" in third.stderr, third.stderr
+    assert "judged 1 of 8" in third.stderr, third.stderr
     codes = {s["contestant"]: s["verdicts"] for s in json.loads(report.read_text())["submissions"]}
     assert codes["wrong"] == "A" * len(CASES)
 
@@ -197,6 +258,8 @@ _FAULTS = {
     "loop": lambda n, k: "T" if k == 5 else "A",
     "broken": lambda n, k: "C",
     "snake": lambda n, k: "A",
+    "cee": lambda n, k: "A",
+    "huge": lambda n, k: "C",
 }
 
 # ---- hostile programs, straight on the sandbox

@@ -215,11 +215,52 @@ def test_a_contest_archive_is_graded_with_a_sortable_scoreboard_and_case_tables(
         return [[td.text for td in r.find_elements(By.TAG_NAME, "td")] for r in rows]
 
     _wait(browser, lambda d: len(cases(d)) == 1 and cases(d)[0][4] not in ("", "…"))
-    number, verdict, expected, found, shown_input = cases(browser)[0]
+    number, verdict, expected, found, shown_input, time_ms, memory = cases(browser)[0]
+    assert time_ms == memory == ""  # outputs have none: only a judged program's runs do
     assert (number, verdict, found) == ("1", "WA", wrong_word) and expected != found
     assert shown_input.split(" / ")[0].split()[0].isdigit()  # the case's "n K" line
     browser.find_element(By.ID, "wrong-only").click()
     _wait(browser, lambda d: len(cases(d)) == 12)
+    assert _console_errors(browser) == []
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="judging programs needs root")
+def test_judged_programs_show_each_case_with_its_verdict_time_and_memory(
+    server: Server, browser: Any, tmp_path: Path
+) -> None:
+    from tests.integration.test_judge import C_PROGRAM, _test_input
+
+    test = tmp_path / "t1.in"
+    _test_input(test)
+    crash = C_PROGRAM.replace("    char *win", "    if (n == 4) abort();\n    char *win")
+    mark = f"// {tmp_path.name} {os.getpid()}\n"
+    files = {
+        "tests/t1.in": test.read_text(),
+        "progs/ann/main.c": C_PROGRAM + mark,
+        "progs/bob/main.c": crash + mark,
+    }
+    archive = tmp_path / "programs.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        for name, text in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(text.encode())
+            tar.addfile(info, io.BytesIO(text.encode()))
+    _sign_in(browser, server, server.token)
+    _wait(browser, lambda d: _text(d, "live") == "live")
+    Select(browser.find_element(By.ID, "grade-problem")).select_by_value("strgame")
+    browser.find_element(By.ID, "archive").send_keys(str(archive))
+    browser.find_element(By.CSS_SELECTOR, "#grade-form button").click()
+    _wait(browser, lambda d: d.find_element(By.ID, "grading").is_displayed(), seconds=120)
+    Select(browser.find_element(By.ID, "submission")).select_by_visible_text("bob / t1: 9 of 10")
+
+    def cases(driver: Any) -> list[list[str]]:
+        rows = driver.find_elements(By.CSS_SELECTOR, "#cases tbody tr")
+        return [[td.text for td in r.find_elements(By.TAG_NAME, "td")] for r in rows]
+
+    _wait(browser, lambda d: len(cases(d)) == 1)
+    number, verdict, _, found, _, time_ms, memory = cases(browser)[0]
+    assert (number, verdict, found) == ("5", "RE", "signal SIGABRT")
+    assert float(time_ms) >= 0 and int(memory) > 0
     assert _console_errors(browser) == []
 
 
