@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import redis
+from redis.sentinel import MasterNotFoundError
 
 from pipeline import keys
 from pipeline.config import mask_url
@@ -60,7 +61,10 @@ class JobStore:
     ) -> None:
         """Return once the Redis at `url` answers (saying once that we wait), or raise its
         error after `timeout` seconds; a Redis that refuses our credentials is a
-        configuration error, not worth waiting for."""
+        configuration error, not worth waiting for. With a `timeout` (a command), only a
+        Redis that is not there yet is waited for: refused connections, timeouts, a Redis
+        loading its data, sentinels without a primary; another answer (a TLS port spoken to
+        in plain text, say) is raised at once."""
         deadline = None if timeout is None else time.monotonic() + timeout
         waiting = False
         while True:
@@ -72,7 +76,7 @@ class JobStore:
                     f"Redis at {mask_url(url)} refused the credentials: {exc}"
                 ) from None
             except (redis.ConnectionError, redis.TimeoutError) as exc:
-                if deadline is not None and time.monotonic() >= deadline:
+                if deadline is not None and (time.monotonic() >= deadline or not _away(exc)):
                     raise
                 if not waiting:
                     report(f"waiting for Redis at {mask_url(url)}: {exc}")
@@ -523,3 +527,15 @@ class SharedTables:
 
 def _decode(raw: Any) -> dict[str, str]:
     return {k.decode(): v.decode() for k, v in raw.items()}
+
+
+_AWAY = ("Connection refused", "No route to host", "Network is unreachable")
+
+
+def _away(exc: Exception) -> bool:
+    """Whether a connection error says the Redis is not there yet (it may come soon)."""
+    if isinstance(exc, redis.TimeoutError | redis.BusyLoadingError):
+        return True
+    if isinstance(exc, MasterNotFoundError):
+        return True  # the sentinels are promoting a replica
+    return any(words in str(exc) for words in _AWAY)

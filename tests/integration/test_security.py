@@ -193,8 +193,10 @@ def test_wrong_password_is_a_one_line_error_without_the_password(tls_redis: str)
         timeout=120,
         check=False,
     )
-    assert result.returncode == 1
-    assert result.stderr.startswith("gamebatch: error: Redis:")
+    assert result.returncode == 2, result.stderr  # a configuration error
+    assert result.stderr.startswith("gamebatch: error: Redis at rediss://")
+    assert "refused the credentials" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
     assert "not-the-password" not in result.stderr and "Traceback" not in result.stderr
 
 
