@@ -242,7 +242,7 @@ def test_callbacks_to_a_silent_host_never_hold_a_runner(
     tmp_path: Path, redis_server: RedisServer, workers: Workers, silent_host: str
 ) -> None:
     workers.start(concurrency=2)
-    running = _start(tmp_path, redis_server.url, webhook_timeout=5, webhook_attempts=2)
+    running = _start(tmp_path, redis_server.url, webhook_timeout=2, webhook_attempts=2)
     try:
         with running.client() as http:
             alone = _time_one_job(http, 100)

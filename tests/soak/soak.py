@@ -147,6 +147,7 @@ class Soak:
         self.remote: subprocess.Popen[bytes] | None = None  # the worker on the other host
         self.solves: dict[Path, subprocess.Popen[bytes]] = {}  # input -> its running solve
         self.runs: dict[Path, int] = {}  # input -> solves started for it
+        self.first_of_each: list[str] | None = None  # fault kinds not injected yet
         self.groups: set[int] = set()  # every process group started (each a session)
 
     @property
@@ -202,10 +203,13 @@ class Soak:
         )
 
     def inject(self) -> None:
-        """One fault, chosen by the seeded generator."""
+        """One fault, chosen by the seeded generator: every kind once first (in a seeded
+        order), so that a short soak meets each of them, then any."""
         kinds = [k for k in FAULTS if k != ("redis" if self.cluster else "failover")]
         kinds = [k for k in kinds if k != "network" or self.host]
-        kind = self.rng.choice(kinds)
+        if self.first_of_each is None:
+            self.first_of_each = self.rng.sample(kinds, len(kinds))
+        kind = self.first_of_each.pop() if self.first_of_each else self.rng.choice(kinds)
         everyone = [*self.workers, *([self.remote] if self.remote else [])]
         if kind == "pool process":
             pool = [p for w in everyone for c in _children(w.pid) for p in _children(c)]
