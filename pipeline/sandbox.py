@@ -255,7 +255,8 @@ def _rlimits(limits: Limits) -> list[str]:
 
 def _bwrap_args(limits: Limits, binds: list[Bind]) -> list[str]:
     args = [
-        "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+        "--unshare-all", "--unshare-user", "--disable-userns",  # no namespaces of its own
+        "--die-with-parent", "--new-session", "--cap-drop", "ALL",
         "--clearenv", "--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin",
         "--setenv", "HOME", "/tmp", "--setenv", "LANG", "C.UTF-8",
     ]  # fmt: skip

@@ -316,6 +316,8 @@ def test_a_hostile_program_gets_its_verdict_and_leaves_nothing(hostile: Path, na
 
 
 PEEK = r"""
+#define _GNU_SOURCE
+#include <sched.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -343,6 +345,7 @@ int main(int argc, char **argv) {
   a.sin_addr.s_addr = inet_addr("127.0.0.1");
   if (connect(s, (struct sockaddr *)&a, sizeof a) == 0) printf("connected\n");
   for (char **e = environ; *e; e++) printf("env %s\n", *e);
+  if (unshare(CLONE_NEWUSER) == 0) printf("a user namespace of its own\n");
   printf("uid %d\n", (int)getuid());
   return 0;
 }
@@ -369,6 +372,7 @@ def test_a_program_sees_no_secret_no_other_file_and_no_network(
     seen = out.read_text()
     assert run.status == Status.OK, (run, seen)
     assert "opened" not in seen and "connected" not in seen, seen
+    assert "user namespace" not in seen, seen  # no namespace of its own to gain powers in
     env = [line for line in seen.splitlines() if line.startswith("env ")]
     assert sorted(e.split("=")[0] for e in env) == [
         "env HOME",
