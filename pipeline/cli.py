@@ -634,14 +634,12 @@ def _judge(args: argparse.Namespace, settings: Any, problem: Any, url: str | Non
     from pipeline.sandbox import Sandbox
     from pipeline.scoring import load_scoring
 
-    if url:
-        raise UsageError("--programs judges on this machine's sandbox, not with --server")
     if args.tests is None or args.submissions is not None or args.files or args.answers:
         raise UsageError("judging takes --tests DIR and --programs DIR, no files")
     if args.ignore_case:
         raise UsageError("--ignore-case grades output files, not --programs")
     settings = _with_limits(args, settings)
-    if not settings.broker_url:  # its local workers judge: their sandbox, before anything
+    if not settings.broker_url and not url:  # local workers judge: their sandbox first
         Sandbox(settings.judge.first_uid, settings.judge.slots).check()
     tests = layout.tests_in(args.tests)
     programs, notes = judge_service.find_programs(args.programs, settings.judge.languages)
@@ -651,6 +649,10 @@ def _judge(args: argparse.Namespace, settings: Any, problem: Any, url: str | Non
     outputs.check(t.input for t in tests)
     for note in notes:
         _err(f"warning: {escape.terminal(note)}")
+    if url:
+        from pipeline import remote
+
+        return remote.judge(args, url, tests, programs)
 
     def report(run: grade_service.GradeRun) -> None:
         for test, error in sorted(run.found.broken.items()):

@@ -5,14 +5,23 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import tarfile
+import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
+import httpx
+
+from pipeline import escape
 from pipeline.client import Client, RemoteInputError, ended_well
-from pipeline.errors import GamebatchError
+from pipeline.errors import GamebatchError, UsageError
+from pipeline.files import atomic_write
+from pipeline.jobstate import FINISHED
 from pipeline.jobview import status_lines
 from pipeline.progress import ProgressBar
+from pipeline.reports import REPORT_VERSION
 
 
 def _client(args: argparse.Namespace, url: str) -> Client:
@@ -142,3 +151,86 @@ def grade_solver(args: argparse.Namespace, url: str) -> Callable[[list[Any]], li
         return found
 
     return solve
+
+
+def judge(args: argparse.Namespace, url: str, tests: list[Any], programs: list[Any]) -> int:
+    """`grade --programs --server`: the tests and programs sent as one archive, judged by the
+    server's workers; its reports written where asked, its summary printed."""
+    if args.report_version != REPORT_VERSION:
+        raise UsageError("--server writes the server's JSON report (version 2)")
+    params: dict[str, Any] = {"problem": args.problem, "keep_going": int(args.keep_going)}
+    for name in ("time_limit", "memory_limit", "output_limit"):
+        if getattr(args, name) is not None:
+            params[name] = getattr(args, name)
+    client = _client(args, url)
+    try:
+        with tempfile.TemporaryFile() as archive:
+            _pack(archive, tests, programs)
+            archive.seek(0)
+            grading = client.call(
+                "POST",
+                "/v1/gradings",
+                params=params,
+                content=archive.read(),
+                timeout=httpx.Timeout(30.0, write=None),
+            )
+        grading = _until_ended(client, grading)
+        if grading["state"] != "done":
+            raise GamebatchError(f"the grading {grading['state']}: {grading.get('error', '')}")
+        report = client.call("GET", f"/v1/gradings/{grading['id']}/report.json")
+        _write_reports(client, grading["id"], args)
+    finally:
+        client.close()
+    return _summary(report)
+
+
+def _pack(archive: BinaryIO, tests: list[Any], programs: list[Any]) -> None:
+    """The bulk layout with progs/: tests/NAME.in (.ans), progs/CONTESTANT/main.EXT."""
+    with tarfile.open(fileobj=archive, mode="w:gz") as tar:
+        for test in tests:
+            tar.add(test.input, f"tests/{test.input.name}")
+            if test.answers is not None:
+                tar.add(test.answers, f"tests/{test.answers.name}")
+        for program in programs:
+            tar.add(program.source, f"progs/{program.source.parent.name}/{program.source.name}")
+
+
+def _until_ended(client: Client, grading: dict[str, Any]) -> dict[str, Any]:
+    while grading["state"] not in FINISHED:
+        time.sleep(0.3)
+        grading = client.call("GET", f"/v1/gradings/{grading['id']}")
+    return grading
+
+
+def _write_reports(client: Client, grading_id: str, args: argparse.Namespace) -> None:
+    scoreboard = args.scoreboard
+    kinds = {"json": "report.json", "junit": "junit"}
+    if scoreboard is not None:
+        kinds["scoreboard"] = (
+            "scoreboard.json" if scoreboard.suffix == ".json" else "scoreboard.csv"
+        )
+    for flag, route in kinds.items():
+        target = getattr(args, flag)
+        if target is None:
+            continue
+        try:
+            response = client.http.get(f"/v1/gradings/{grading_id}/{route}")
+        except httpx.HTTPError as exc:
+            raise GamebatchError(f"cannot reach {client.url}: {exc}") from None
+        response.raise_for_status()
+        atomic_write(target, response.text)
+
+
+def _summary(report: dict[str, Any]) -> int:
+    """The server's verdicts as `grade` prints them; exit status 1 unless all accepted."""
+    wrong = False
+    for sub in report["submissions"]:
+        print(f"{escape.terminal(sub['path'])}: {sub['accepted']}/{sub['total']} accepted")
+        for case in sub.get("mismatches", [])[:3]:
+            found = escape.terminal(str(case.get("found")))
+            print(f"  case {case['index']}: {case['verdict']} ({found})")
+        wrong = wrong or sub["accepted"] < sub["total"]
+    for rank, row in enumerate(report.get("scoreboard", []), 1):
+        score = f"{row['score']:g}/{row['max_score']:g}"
+        print(f"{rank:>4}. {escape.terminal(row['contestant'])}: {score}")
+    return 1 if wrong else 0

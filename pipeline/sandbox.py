@@ -189,9 +189,31 @@ class Sandbox:
                 killed = _watch(process, group, limits, started)
                 wall = time.monotonic() - started
                 group.kill_all()
+                self._reap()
                 if b"child-pid" not in status.read():
                     raise SandboxFailed(f"bwrap could not start {argv[0]}")
             return _ended(process.returncode, killed, group, limits, wall)
+
+    def _reap(self) -> None:
+        """Reap the runs' orphans that became this process's children (bwrap's helpers):
+        unreaped, they would count against their uid's process limit, run after run."""
+        for task in Path("/proc/self/task").iterdir():
+            with contextlib.suppress(OSError):
+                for pid in (task / "children").read_text().split():
+                    if self._orphan(int(pid)):
+                        with contextlib.suppress(ChildProcessError):
+                            os.waitpid(int(pid), os.WNOHANG)
+
+    def _orphan(self, pid: int) -> bool:
+        """Whether a child of ours is an ended process of a run (a zombie of a run's uid)."""
+        try:
+            status = Path(f"/proc/{pid}/status").read_text().splitlines()
+        except OSError:
+            return False
+        fields = dict(line.split(":", 1) for line in status if ":" in line)
+        uid = int(fields.get("Uid", "-1").split()[0])
+        ended = fields.get("State", "").strip().startswith("Z")
+        return ended and self.first_uid <= uid < self.first_uid + self.slots
 
     @contextlib.contextmanager
     def _slot(self) -> Iterator[int]:

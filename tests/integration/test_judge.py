@@ -544,8 +544,14 @@ def test_programs_in_an_archive_are_judged_over_http(
             ended = wait_until_ended(http, grading, kind="gradings")
             assert ended["state"] == "done", ended
             report = http.get(f"/v1/gradings/{grading}/report.json").json()
+        client = _client_mode(tmp_path, files, running)  # the same, from the command line
     finally:
         running.stop()
+    assert client.returncode == 1, client.stderr  # bob is wrong
+    assert "bob/t1: 9/10 accepted" in client.stdout and "RE (signal SIGSEGV)" in client.stdout
+    assert (
+        json.loads((tmp_path / "client.json").read_text())["submissions"] == report["submissions"]
+    )
     codes = {s["contestant"]: s["verdicts"] for s in report["submissions"]}
     assert codes == {
         "ann": "A" * len(CASES),
@@ -558,6 +564,27 @@ def test_programs_in_an_archive_are_judged_over_http(
 _CRASH = "if (n == 4) { volatile int *p = nullptr; *p = 1; }"
 
 
+def _client_mode(
+    tmp_path: Path, files: dict[str, bytes], running: Server
+) -> subprocess.CompletedProcess[str]:
+    """`grade --programs --server` on the same files, laid out in folders."""
+    for name, data in files.items():
+        (tmp_path / "client" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "client" / name).write_bytes(data)
+    command = ["grade", "-p", "strgame", "--tests", str(tmp_path / "client" / "tests")]
+    command += ["--programs", str(tmp_path / "client" / "progs"), "--time-limit", "0.5"]
+    command += ["--server", running.url, "--token-file", str(running.dir / "token")]
+    command += ["--json", str(tmp_path / "client.json")]
+    return subprocess.run(
+        [sys.executable, "-m", "pipeline.cli", *command],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=command_env(),
+        timeout=120,
+    )
+
+
 def _tar_gz(files: dict[str, bytes]) -> bytes:
     raw = io.BytesIO()
     with tarfile.open(fileobj=raw, mode="w") as tar:
@@ -566,3 +593,19 @@ def _tar_gz(files: dict[str, bytes]) -> bytes:
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))
     return gzip.compress(raw.getvalue(), mtime=0)
+
+
+def test_many_runs_as_one_uid_leave_no_zombie_to_count_against_it(hostile: Path) -> None:
+    # bwrap's helpers end after bwrap and become the judging process's children: unreaped,
+    # they pile up under the slot's uid until its process limit refuses the next run
+    sandbox = Sandbox(FIRST_UID, slots=1)
+    limits = Limits(processes=4)
+    runs = [sandbox.run(["./parricide"], limits, [Bind(hostile, "/box")]) for _ in range(3 * 4)]
+    assert {run.status for run in runs} == {Status.OK}
+    ps = subprocess.run(
+        ["ps", "-o", "stat=", "--ppid", str(os.getpid())],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert sum(s.startswith("Z") for s in ps.stdout.split()) <= 2, ps.stdout
