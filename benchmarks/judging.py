@@ -120,7 +120,9 @@ def _direct(progs: Path, test: Path) -> float:
         for folder in sorted(progs.iterdir()):
             binary = Path(out) / folder.name
             command = ["g++", "-std=c++17", "-O2", "-pipe", "-o", str(binary)]
-            subprocess.run([*command, str(folder / "main.cpp")], check=True)
+            subprocess.run(
+                [*command, str(folder / "main.cpp")], check=True, stderr=subprocess.DEVNULL
+            )
             with test.open("rb") as stdin:
                 subprocess.run([str(binary)], stdin=stdin, stdout=subprocess.DEVNULL, check=True)
     return time.perf_counter() - start

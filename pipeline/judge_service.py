@@ -120,42 +120,47 @@ class Chunks:
         todo: Sequence[comparing.Output],
         window: Window | None,
     ) -> tuple[int, int]:
-        """Queue every chunk that has no verdicts yet; (chunks, cases)."""
-        answered, chunks, cases = store.answered(job_id), 0, 0
-        limits = limits_of(self.settings)
+        """Queue every chunk that has no verdicts yet; (chunks, cases). Chunks are numbered
+        in file order but queued a piece of every file at a time (each program's first chunk
+        first), so that the workers compile different programs at once."""
+        plan, count = [], 0  # (piece of its file, chunk, file, first case, end)
         for number, output in enumerate(todo):
-            assert output.path is not None and output.test is not None
-            program = self.programs[output.path]
-            lang = self.settings.languages[program.language]
-            source = output.path.read_bytes()
-            if hashlib.sha256(source).hexdigest() != output.digest:
-                raise UsageError(f"cannot read {output.path}: the file changed while it was read")
-            refused = ""
-            if len(source) > self.settings.max_source_kb << 10:  # not into every chunk
-                refused = f"the source is over judge.max_source_kb ({self.settings.max_source_kb})"
-                source = b""
+            assert output.test is not None
             texts = self.case_texts(output.test)
-            for first, last in _pieces(texts, self.settings.batch_cases):
-                if chunks not in answered:
-                    payload = JudgePayload(
-                        self.problem.name,
-                        program.language,
-                        toolchain(lang.version),
-                        source,
-                        (limits.cpu_seconds, limits.memory_bytes, limits.output_bytes),
-                        number,
-                        first + 1,
-                        output.expected[first:last],
-                        texts[first:last],
-                        refused,
-                    ).encode()
-                    store.put_chunk(job_id, chunks, payload)
-                    send(job_id, chunks)
-                    if window is not None:
-                        window.add(chunks, len(payload))
-                chunks += 1
-            cases += len(texts)
-        return chunks, cases
+            for piece, (first, end) in enumerate(_pieces(texts, self.settings.batch_cases)):
+                plan.append((piece, count, number, first, end))
+                count += 1
+        answered, sources = store.answered(job_id), _Sources(self.settings)
+        for _, index, number, first, end in sorted(plan):
+            if index in answered:
+                continue
+            payload = self._payload(todo[number], number, first, end, sources)
+            store.put_chunk(job_id, index, payload)
+            send(job_id, index)
+            if window is not None:
+                window.add(index, len(payload))
+        return count, sum(len(self.case_texts(o.test)) for o in todo if o.test is not None)
+
+    def _payload(
+        self, output: comparing.Output, number: int, first: int, end: int, sources: _Sources
+    ) -> bytes:
+        assert output.path is not None and output.test is not None
+        program = self.programs[output.path]
+        lang = self.settings.languages[program.language]
+        source, refused = sources.of(output)
+        limits = limits_of(self.settings)
+        return JudgePayload(
+            self.problem.name,
+            program.language,
+            toolchain(lang.version),
+            source,
+            (limits.cpu_seconds, limits.memory_bytes, limits.output_bytes),
+            number,
+            first + 1,
+            output.expected[first:end],
+            self.case_texts(output.test)[first:end],
+            refused,
+        ).encode()
 
     def case_texts(self, test: Path) -> list[bytes]:
         """A test's cases, each as the game formats it (read once per grading)."""
@@ -166,6 +171,28 @@ class Chunks:
                     for n in read_cases(self.problem, TokenReader(stream, str(test)))
                 ]
         return self._cases[test]
+
+
+class _Sources:
+    """The programs' sources, each read once and checked against the digest it was listed
+    by; one over judge.max_source_kb is a refusal (no source in its chunks)."""
+
+    def __init__(self, settings: JudgeSettings) -> None:
+        self.most = settings.max_source_kb
+        self.read: dict[Path, tuple[bytes, str]] = {}
+
+    def of(self, output: comparing.Output) -> tuple[bytes, str]:
+        """The source and, if refused, why."""
+        assert output.path is not None
+        if output.path not in self.read:
+            source = output.path.read_bytes()
+            if hashlib.sha256(source).hexdigest() != output.digest:
+                raise UsageError(f"cannot read {output.path}: the file changed while it was read")
+            refused = ""
+            if len(source) > self.most << 10:
+                refused, source = f"the source is over judge.max_source_kb ({self.most})", b""
+            self.read[output.path] = (source, refused)
+        return self.read[output.path]
 
 
 def _pieces(texts: list[bytes], most: int) -> list[tuple[int, int]]:

@@ -4,6 +4,7 @@ this host, in the sandbox, then run on the chunk's cases, each case judged
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -65,7 +66,8 @@ class Runner:
         once per (source, language, compiler) on this machine."""
         key = hashlib.sha256(source + f"{name}:{lang!r}:{toolchain(lang.version)}".encode())
         done = self.cache / key.hexdigest()
-        with self._lock:
+        with self._lock, (self.cache / f"{key.hexdigest()}.lock").open("a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # another process of this host building it: wait
             if not done.exists():
                 self._build(source, lang, done)
         error = done / "compile-error.txt"
