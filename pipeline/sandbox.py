@@ -13,6 +13,7 @@ import select
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -123,6 +124,7 @@ class Sandbox:
         self.first_uid, self.slots = first_uid, slots
         self.bwrap = shutil.which("bwrap") or ""
         _become_subreaper()
+        _guard()
 
     def check(self) -> None:
         """Raise a one-line error unless programs can be run sandboxed here: bubblewrap,
@@ -253,6 +255,44 @@ def sweep_runs() -> None:
                     with contextlib.suppress(ProcessLookupError):
                         os.kill(int(left), signal.SIGKILL)
             with contextlib.suppress(OSError):  # still busy: a later sweep takes it
+                run.rmdir()
+
+
+_GUARDED: dict[int, int] = {}  # process -> the pipe's end its guard waits on
+
+
+def _guard() -> None:
+    """A process that outlives this one ends this process's runs when it exits or is
+    killed: bwrap's own process in the sandbox does not die with bwrap."""
+    if os.getpid() in _GUARDED:
+        return
+    read, write = os.pipe()  # the guard reads end-of-file when this process is gone
+    subprocess.Popen(
+        [sys.executable, "-m", "pipeline.sandbox", str(os.getpid())],
+        stdin=read,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,  # not killed with this process's group
+        env=_CLEAN_ENV | {"PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    os.close(read)
+    _GUARDED[os.getpid()] = write
+
+
+def end_runs_of(pid: int) -> None:
+    """Kill what is left of the runs of process `pid` and remove their cgroups."""
+    for _ in range(100):
+        runs = list((CGROUPS / "pids" / GROUP).glob(f"run-{pid}-*"))
+        left = [int(p) for run in runs for p in (run / "cgroup.procs").read_text().split()]
+        if not left:
+            break
+        for each in left:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(each, signal.SIGKILL)
+        time.sleep(0.02)
+    for controller in CONTROLLERS:
+        for run in (CGROUPS / controller / GROUP).glob(f"run-{pid}-*"):
+            with contextlib.suppress(OSError):
                 run.rmdir()
 
 
@@ -394,3 +434,8 @@ def _ended(code: int, killed: str, group: _Cgroup, limits: Limits, wall: float) 
     if code != 0:
         return Run(Status.RE, cpu, wall, peak, None if number else code, number)
     return Run(Status.OK, cpu, wall, peak)
+
+
+if __name__ == "__main__":  # a process's guard (see _guard)
+    sys.stdin.buffer.read()
+    end_runs_of(int(sys.argv[1]))

@@ -22,7 +22,16 @@ import pytest
 import redis
 
 from pipeline.local.redis_server import RedisServer
-from pipeline.sandbox import CGROUPS, GROUP, Bind, Limits, Sandbox, Status, shared_folder
+from pipeline.sandbox import (
+    CGROUPS,
+    GROUP,
+    Bind,
+    Limits,
+    Sandbox,
+    Status,
+    shared_folder,
+    sweep_runs,
+)
 from tests.conftest import Workers
 from tests.helpers import command_env
 from tests.integration.server import Server, wait_until_ended
@@ -190,31 +199,20 @@ def _contest(root: Path) -> tuple[Path, Path]:
     return tests, progs
 
 
-def _grade(tests: Path, progs: Path, report: Path) -> subprocess.CompletedProcess[str]:
+def _gamebatch(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pipeline.cli",
-            "grade",
-            "-p",
-            "strgame",
-            "--tests",
-            str(tests),
-            "--programs",
-            str(progs),
-            "--json",
-            str(report),
-            "--time-limit",
-            "0.5",
-            "-q",
-        ],
+        [sys.executable, "-m", "pipeline.cli", *args],
         capture_output=True,
         text=True,
         check=False,
-        env=command_env(),
+        env=env or command_env(),
         timeout=300,
     )
+
+
+def _grade(tests: Path, progs: Path, report: Path) -> subprocess.CompletedProcess[str]:
+    where = ["--tests", str(tests), "--programs", str(progs), "--json", str(report)]
+    return _gamebatch("grade", "-p", "strgame", *where, "--time-limit", "0.5", "-q")
 
 
 def test_every_case_gets_its_own_verdict_and_a_rejudge_runs_only_what_changed(
@@ -389,25 +387,8 @@ def test_a_program_sees_no_secret_no_other_file_and_no_network(
 def test_a_missing_sandbox_is_a_clear_error_at_start(tmp_path: Path) -> None:
     tests, progs = _contest(tmp_path)
     env = command_env(PATH=str(tmp_path / "nothing"))
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pipeline.cli",
-            "grade",
-            "-p",
-            "strgame",
-            "--tests",
-            str(tests),
-            "--programs",
-            str(progs),
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-        env=env,
-        timeout=120,
-    )
+    where = ["--tests", str(tests), "--programs", str(progs)]
+    result = _gamebatch("grade", "-p", "strgame", *where, env=env)
     assert result.returncode == 2, result.stderr
     assert result.stderr.strip() == (
         "gamebatch: error: judging programs needs bubblewrap (apt-get install bubblewrap)"
@@ -482,7 +463,7 @@ def test_a_worker_killed_while_it_judges_loses_nothing(
     )
     client = redis.Redis.from_url(redis_server.url)
     deadline = time.monotonic() + 60
-    while not _judged_chunks(client):  # the first chunk is judged: the worker is at work
+    while not (_judged_chunks(client) and _runs_alive()):  # the worker is in a run
         assert time.monotonic() < deadline and grading.poll() is None, grading.stderr
         time.sleep(0.02)
     os.killpg(first.pid, signal.SIGKILL)
@@ -500,8 +481,16 @@ def test_a_worker_killed_while_it_judges_loses_nothing(
         "wrong": "".join(_FAULTS["wrong"](n, k) for n, k in CASES),
     }, err
     assert attempts >= 2, attempts  # the killed worker's chunk was run again
-    _nothing_left(cgroups=False)  # the killed worker's run died with it
+    sweep_runs()  # what the next judge on this host does first (a guard usually did it)
+    _nothing_left()  # the killed worker's run is over, its cgroups gone
     client.close()
+
+
+def _runs_alive() -> bool:
+    """Whether a program runs in the sandbox right now (a process of a run's uid)."""
+    ps = subprocess.run(["ps", "-eo", "uid=,stat="], capture_output=True, text=True, check=True)
+    rows = [line.split() for line in ps.stdout.splitlines()]
+    return any(FIRST_UID <= int(r[0]) < FIRST_UID + 64 and r[1][0] != "Z" for r in rows)
 
 
 def _judged_chunks(client: redis.Redis) -> int:
@@ -575,14 +564,7 @@ def _client_mode(
     command += ["--programs", str(tmp_path / "client" / "progs"), "--time-limit", "0.5"]
     command += ["--server", running.url, "--token-file", str(running.dir / "token")]
     command += ["--json", str(tmp_path / "client.json")]
-    return subprocess.run(
-        [sys.executable, "-m", "pipeline.cli", *command],
-        capture_output=True,
-        text=True,
-        check=False,
-        env=command_env(),
-        timeout=120,
-    )
+    return _gamebatch(*command)
 
 
 def _tar_gz(files: dict[str, bytes]) -> bytes:
