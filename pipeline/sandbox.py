@@ -258,7 +258,8 @@ def sweep_runs() -> None:
                 run.rmdir()
 
 
-_GUARDED: dict[int, int] = {}  # process -> the pipe's end its guard waits on
+# process -> its guard, and the pipe's end the guard waits on
+_GUARDED: dict[int, tuple[subprocess.Popen[bytes], int]] = {}
 
 
 def _guard() -> None:
@@ -267,7 +268,7 @@ def _guard() -> None:
     if os.getpid() in _GUARDED:
         return
     read, write = os.pipe()  # the guard reads end-of-file when this process is gone
-    subprocess.Popen(
+    guard = subprocess.Popen(
         [sys.executable, "-m", "pipeline.sandbox", str(os.getpid())],
         stdin=read,
         stdout=subprocess.DEVNULL,
@@ -276,7 +277,7 @@ def _guard() -> None:
         env=_CLEAN_ENV | {"PYTHONPATH": os.pathsep.join(sys.path)},
     )
     os.close(read)
-    _GUARDED[os.getpid()] = write
+    _GUARDED[os.getpid()] = (guard, write)
 
 
 def end_runs_of(pid: int) -> None:
