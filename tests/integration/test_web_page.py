@@ -21,7 +21,10 @@ from tests.helpers import answers, input_text, random_cases
 from tests.integration.server import Server
 
 webdriver = pytest.importorskip("selenium.webdriver")
-from selenium.common.exceptions import TimeoutException  # noqa: E402
+from selenium.common.exceptions import (  # noqa: E402
+    StaleElementReferenceException,
+    TimeoutException,
+)
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.common.keys import Keys  # noqa: E402
 from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
@@ -72,8 +75,12 @@ def browser(tmp_path: Path) -> Iterator[Any]:
 
 
 def _wait(driver: Any, condition: Callable[[Any], Any], seconds: float = 60) -> Any:
+    # a table the page renders again between two reads of it is read again at the next poll
+    stale = [StaleElementReferenceException]
     try:
-        return WebDriverWait(driver, seconds, poll_frequency=0.1).until(condition)
+        return WebDriverWait(driver, seconds, poll_frequency=0.1, ignored_exceptions=stale).until(
+            condition
+        )
     except TimeoutException:
         raise AssertionError(driver.find_element(By.TAG_NAME, "main").text[-3000:]) from None
 
