@@ -242,10 +242,19 @@ def _read(stream: BufferedReader, packer: Packer, number: int, expected: str) ->
 
 
 def open_job(
-    store: Store, job_id: str, problem: str, files: int, max_cases: int, *, kind: str = "compare"
+    store: Store,
+    job_id: str,
+    problem: str,
+    files: int,
+    max_cases: int,
+    *,
+    kind: str = "compare",
+    programs: int = 0,
 ) -> bool:
-    """Open (or find) a comparison (or judging) job; whether every chunk of it is done."""
+    """Open (or find) a comparison (or judging, of `programs`) job; whether every chunk of it
+    is done."""
     fields: dict[str, str | int] = {
+        **({"programs": programs} if kind == "judge" else {}),
         "problem": problem,
         "input": f"{files} output file" + "s" * (files != 1),
         "kind": kind,

@@ -17,6 +17,8 @@ from pipeline import comparing, files, judge_service, reports, service, toolkit,
 from pipeline.config import Settings
 from pipeline.errors import InputError, JobLost, Refused, UsageError
 from pipeline.grading import CaseResult, Found, Scoring, Standing, Submission, Test
+from pipeline.jobstate import JobCounters
+from pipeline.jobview import judging_line
 from pipeline.judge_service import Program
 from pipeline.messages import FORMAT, ComparePayload, Segment, encode_answer
 from pipeline.problem import Problem
@@ -140,19 +142,22 @@ def judge_programs(
     contest = Contest(problem, tests, subs, scoring, False, salt)
     chunks = judge_service.Chunks(problem, settings.judge, programs)
     progress = ProgressBar("judge", enabled=not quiet)
-    judged = 0
+    judged, did = 0, list[JobCounters]()
 
     def judge(todo: Sequence[comparing.Output]) -> Iterator[FileVerdicts]:
         nonlocal judged
         judged = len(todo)
-        return _judge_on(c, todo, chunks, progress)
+        return _judge_on(c, todo, chunks, progress, did)
 
     try:
         with service.cluster(settings) as c:
             found = _found(problem, tests, _cluster_solver(c, problem, progress), keep_going)
             store = RedisVerdicts(c.store.client, settings.result_ttl)
             run = _run(contest, found, store, judge)
-            note(f"judged {judged} of {len(subs)} (program, test) pairs; the rest were known")
+            known = "; the rest were known" if judged < len(subs) else ""
+            note(f"judged {judged} of {len(subs)} (program, test) pairs{known}")
+            if did and did[0].judging is not None:
+                note(judging_line(did[0].judging._asdict()))
             use(run)
             return run
     finally:
@@ -164,13 +169,18 @@ def _judge_on(
     todo: Sequence[comparing.Output],
     chunks: judge_service.Chunks,
     progress: ProgressBar,
+    did: list[JobCounters],
 ) -> Iterator[FileVerdicts]:
-    """The verdicts of `todo`, judged by the cluster's workers in one judging job."""
+    """The verdicts of `todo`, judged by the cluster's workers in one judging job (whose
+    counters go to `did`)."""
     job_id = comparing.job_id_for(chunks.problem.name, todo, kind="judge")
     s = c.settings
-    files = len(todo)
+    files, programs = len(todo), len({o.path for o in todo})
     most = chunks.settings.batch_cases
-    if not comparing.open_job(c.store, job_id, chunks.problem.name, files, most, kind="judge"):
+    opened = comparing.open_job(
+        c.store, job_id, chunks.problem.name, files, most, kind="judge", programs=programs
+    )
+    if not opened:
         window = Window(c.store, job_id, s, lambda p: c.check(), chunks=s.chunk.window)
         try:
             count, cases = chunks.produce(
@@ -181,7 +191,7 @@ def _judge_on(
             raise
         progress.add_total(cases)
         comparing.finish_production(c.store, job_id, count, cases)
-    service.wait(c, job_id, timeout=None, progress=progress)
+    did.append(service.wait(c, job_id, timeout=None, progress=progress))
     yield from comparing.gather(c.store, job_id, todo)
     c.store.finish(job_id, COMPARE_KEPT_SECONDS)
 

@@ -29,6 +29,25 @@ class JobState(StrEnum):
     CANCELLED = "cancelled"
 
 
+class Judging(NamedTuple):
+    """What a judging job's workers did: programs (of the grading) made ready to run, those
+    that did not compile, cases run and cases whose verdicts were kept from before."""
+
+    programs: int
+    ready: int
+    failed: int
+    cases_run: int
+    cases_kept: int
+
+    @classmethod
+    def of(cls, m: dict[str, str]) -> Judging | None:
+        """From a manifest (None: not a judging job)."""
+        if "programs" not in m:
+            return None
+        names = ("programs", "programs_ready", "programs_failed", "cases_run", "cases_kept")
+        return cls(*(int(m.get(name, 0)) for name in names))
+
+
 @dataclass(frozen=True)
 class JobCounters:
     """A job's counters as read in one round trip."""
@@ -44,6 +63,7 @@ class JobCounters:
     created: float | None = None  # Redis clock when the job was opened
     started: float | None = None  # Redis clock when a worker began the first chunk
     answered: float | None = None  # and when the latest answers were stored
+    judging: Judging | None = None  # a judging job's programs and runs
 
     @property
     def rate(self) -> float | None:
@@ -66,6 +86,7 @@ class JobCounters:
             "started": self.started,
             "answered": self.answered,
             "cases_per_second": self.rate,
+            **({"judging": self.judging._asdict()} if self.judging else {}),
         }
 
 
@@ -123,4 +144,5 @@ def counters(job_id: str, m: dict[str, str], errors: dict[str, str]) -> JobCount
         created=float(m["created"]) if "created" in m else None,
         started=float(m["started"]) if "started" in m else None,
         answered=float(m["answered"]) if "answered" in m else None,
+        judging=Judging.of(m),
     )

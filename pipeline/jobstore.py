@@ -45,6 +45,7 @@ class JobStore:
         self._producer = client.register_script(script("producer"))
         self._abandon = client.register_script(script("abandon_production"))
         self._cancel = client.register_script(script("cancel"))
+        self._judged = client.register_script(script("note_judged"))
 
     @classmethod
     def check_url(cls, url: str) -> None:
@@ -454,6 +455,24 @@ class JobStore:
         with self.client.pipeline() as pipe:
             self._expire_in(pipe, job_id, ttl)
             pipe.execute()
+
+    def kept_verdicts(self, program: str, cases: list[str]) -> list[bytes | None]:
+        """The kept verdict of each case of a program (None: not judged yet)."""
+        if not cases:
+            return []
+        return list(self.client.hmget(keys.judged(program), cases))
+
+    def keep_verdicts(self, program: str, found: dict[str, str], ttl: int) -> None:
+        """Keep a program's verdicts of these cases for `ttl` seconds after the latest."""
+        if found:
+            with self.client.pipeline(transaction=False) as pipe:
+                pipe.hset(keys.judged(program), mapping=found)
+                pipe.expire(keys.judged(program), ttl)
+                pipe.execute()
+
+    def note_judged(self, job_id: str, program: str, *, failed: bool, run: int, kept: int) -> None:
+        """Count a judging chunk's program (once per job), cases run and verdicts kept."""
+        self._judged(keys=[keys.job(job_id)], args=[program, int(failed), run, kept])
 
     def cancel(self, job_id: str, ttl: int) -> Cancel:
         """Stop a job in one write (its manifest, and its HTTP record and event when it was

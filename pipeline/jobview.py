@@ -78,4 +78,17 @@ def status_lines(job: Mapping[str, Any]) -> list[str]:
         line += f"  {seconds:.1f} s, {job['cases_per_second']:,.0f} cases/s"
     if job.get("name"):
         line += f"  {job['name']}"
-    return [line, *(f"    {error}" for error in job.get("errors", []))]
+    lines = [line]
+    if job.get("judging"):
+        lines.append(f"    {judging_line(job['judging'])}")
+    return [*lines, *(f"    {error}" for error in job.get("errors", []))]
+
+
+def judging_line(judging: Mapping[str, int]) -> str:
+    """A judging job's programs and runs, in words."""
+    j = judging
+    failed = f" ({j['failed']} did not compile)" if j["failed"] else ""
+    return (
+        f"programs {j['ready']}/{j['programs']} compiled{failed};"
+        f" {j['cases_run']:,} cases run, {j['cases_kept']:,} verdicts kept from before"
+    )

@@ -5,6 +5,8 @@ correct program costs one run per batch and a case's verdict never depends on th
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -45,12 +47,51 @@ class CaseVerdict:
 Runner = Callable[[list[int]], Attempt]  # runs the program on these cases (0-based numbers)
 
 
+def case_key(case: bytes, expected: str) -> str:
+    """What a case's verdict depends on besides its program: its text and its answer."""
+    return hashlib.blake2b(case + b"\0" + expected.encode(), digest_size=16).hexdigest()
+
+
+def encode_verdict(verdict: CaseVerdict) -> str:
+    """A case's verdict as kept in Redis."""
+    v = verdict
+    fields = [v.code, v.shown, v.cpu_seconds, v.peak_bytes, v.batch]
+    return json.dumps(fields, separators=(",", ":"))
+
+
+def decode_verdict(text: str | bytes) -> CaseVerdict:
+    """A kept verdict (one that does not parse is a ValueError)."""
+    try:
+        code, shown, cpu, peak, batch = json.loads(text)
+        return CaseVerdict(str(code), shown, float(cpu), int(peak), int(batch))
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"a kept verdict that does not parse: {exc}") from None
+
+
+def judge_known(
+    expected: list[str],
+    known: list[CaseVerdict | None],
+    run: Runner,
+    *,
+    batch: int,
+) -> tuple[list[CaseVerdict], dict[int, CaseVerdict]]:
+    """judge_cases() of only the cases whose verdict is not known: every verdict, in order,
+    and those found now (by case number)."""
+    todo = [i for i, v in enumerate(known) if v is None]
+    found, _ = judge_cases(
+        [expected[i] for i in todo], lambda cases: run([todo[c] for c in cases]), batch=batch
+    )
+    fresh = dict(zip(todo, found, strict=True))
+    return [v if v is not None else fresh[i] for i, v in enumerate(known)], fresh
+
+
 def judge_cases(
     expected: list[str], run: Runner, *, batch: int, ignore_case: bool = False
 ) -> tuple[list[CaseVerdict], int]:
     """Every case's verdict, in order, given each case's expected answer; how many runs it
     took. Batches hold at most `batch` cases."""
     verdicts: dict[int, CaseVerdict] = {}
+    batch = max(batch, 1)
     todo = [list(range(s, min(s + batch, len(expected)))) for s in range(0, len(expected), batch)]
     todo.reverse()
     runs = 0

@@ -132,6 +132,12 @@ def verdicts(key: str) -> str:
     return f"{PREFIX}:verdicts:{key}"
 
 
+def judged(program: str) -> str:
+    """The kept verdicts of one program (its source, language, compiler and limits), a hash
+    by case key (pipeline.judging.case_key)."""
+    return f"{PREFIX}:judged:{program}"
+
+
 def report_bodies(key: str) -> str:
     """One output file's rendered report bodies (its verdicts' key and the reports' context)."""
     return f"{PREFIX}:bodies:{key}"

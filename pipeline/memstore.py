@@ -52,6 +52,7 @@ class MemoryStore:
     def __init__(self, clock: Callable[[], float] = time.time) -> None:
         self.clock = clock
         self._jobs: dict[str, _Job] = {}
+        self._judged: dict[str, dict[str, bytes]] = {}  # program -> case key -> verdict
         self._created: dict[str, float] = {}
         self._sweep_until = 0.0
         self.queues: dict[str, int] = {}  # messages waiting, as a test sets them
@@ -356,6 +357,29 @@ class MemoryStore:
 
     def expire(self, job_id: str, ttl: int) -> None:
         """Kept until a test deletes it (no expiry in memory)."""
+
+    def kept_verdicts(self, program: str, cases: list[str]) -> list[bytes | None]:
+        """The kept verdict of each case of a program (None: not judged yet)."""
+        kept = self._judged.get(program, {})
+        return [kept.get(case) for case in cases]
+
+    def keep_verdicts(self, program: str, found: dict[str, str], ttl: int) -> None:
+        """Kept until the store goes (no expiry in memory)."""
+        self._judged.setdefault(program, {}).update((k, v.encode()) for k, v in found.items())
+
+    def note_judged(self, job_id: str, program: str, *, failed: bool, run: int, kept: int) -> None:
+        """Count a judging chunk's program (once per job), cases run and verdicts kept."""
+        job = self._live(job_id)
+        if job is None or not job.manifest:
+            return
+        m = job.manifest
+        if f"program:{program}" not in m:
+            m[f"program:{program}"] = str(int(failed))
+            m["programs_ready"] = str(int(m.get("programs_ready", 0)) + 1)
+            if failed:
+                m["programs_failed"] = str(int(m.get("programs_failed", 0)) + 1)
+        m["cases_run"] = str(int(m.get("cases_run", 0)) + run)
+        m["cases_kept"] = str(int(m.get("cases_kept", 0)) + kept)
 
     def cancel(self, job_id: str, ttl: int) -> Cancel:
         """Stop a job: drop payloads, leases and answers; keep a cancelled manifest. A job

@@ -65,6 +65,7 @@ class Cluster:
             self.settings.max_attempts,
             bool(self.settings.file_payloads),
             self.settings.judge,
+            self.settings.result_ttl,
         )
 
         def run(job_id: str, index: int) -> None:
@@ -434,6 +435,8 @@ def wait(
             c.ensure()  # someone has to do the rest
         c.check()
         progress.job_done(p.job_id, p.done)
+        if p.judging is not None:
+            progress.set_files(p.judging.ready, p.judging.programs, "programs compiled")
         recovery.tick(p)
 
     return collector.wait_for(

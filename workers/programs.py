@@ -4,6 +4,7 @@ this host, in the sandbox, then run on the chunk's cases, each case judged
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import json
@@ -11,17 +12,55 @@ import os
 import shutil
 import tempfile
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline.config import JudgeSettings, LanguageSetting
-from pipeline.judge_service import ENTRY, toolchain
-from pipeline.judging import Attempt, CaseVerdict, compile_error, judge_cases
+from pipeline.judge_service import ENTRY, JUDGING, toolchain
+from pipeline.judging import (
+    Attempt,
+    CaseVerdict,
+    case_key,
+    compile_error,
+    decode_verdict,
+    encode_verdict,
+    judge_known,
+)
 from pipeline.messages import ANSWER_CODES, BadPayload, JudgePayload
 from pipeline.problem import Problem
 from pipeline.sandbox import Bind, Limits, Sandbox, Status, shared_folder
+from pipeline.store import Store
 from pipeline.verdicts import KEPT, output_lines
 
 COMPILER_SHOWN = 20  # lines of a compiler's messages kept for a CE
+
+
+@dataclass(frozen=True)
+class Memory:
+    """Where a judging chunk's verdicts are kept and counted: its job on the store, and how
+    long kept verdicts last (result_ttl)."""
+
+    store: Store
+    job_id: str
+    ttl: int
+
+    def kept(self, program: str, keys: list[str]) -> list[bytes | None]:
+        """Kept verdicts of these cases (one that does not parse counts as none)."""
+        found = self.store.kept_verdicts(program, keys)
+        for i, value in enumerate(found):
+            with contextlib.suppress(ValueError):
+                if value is not None:
+                    decode_verdict(value)
+                    continue
+            found[i] = None
+        return found
+
+
+def program_key(payload: JudgePayload, lang: LanguageSetting) -> str:
+    """What a program's verdicts depend on besides each case: its source, language, compiler,
+    the limits and how programs are judged."""
+    made = f"{JUDGING}:{payload.language}:{lang!r}:{payload.toolchain}:{list(payload.limits)}"
+    return hashlib.sha256(payload.source + b"\0" + made.encode()).hexdigest()
 
 
 class Runner:
@@ -34,8 +73,9 @@ class Runner:
         self.cache = shared_folder("programs")  # compiled once per machine (until a reboot)
         self._lock = threading.Lock()
 
-    def judge(self, problem: Problem, payload: JudgePayload) -> tuple[str, str]:
-        """A chunk's letters, and its details as a comparison chunk's (with usage)."""
+    def judge(self, problem: Problem, payload: JudgePayload, memory: Memory) -> tuple[str, str]:
+        """A chunk's letters, and its details as a comparison chunk's (with usage); only the
+        cases whose verdicts `memory` does not keep yet are run."""
         lang = self.settings.languages.get(payload.language)
         if lang is None:
             raise BadPayload(f"this worker has no language {payload.language!r} (judge.languages)")
@@ -46,19 +86,27 @@ class Runner:
                 f" {payload.toolchain!r}: judge with the same compiler everywhere"
             )
         words = [problem.answers[ANSWER_CODES.index(c)] for c in payload.expected]
+        program = program_key(payload, lang)
         built = payload.refused or self.compile(payload.source, payload.language, lang)
         if isinstance(built, str):
-            found = compile_error(len(words), built)
-        else:
-            cpu, memory, output = payload.limits
-            limits = Limits(cpu, memory, output)
-            found, _ = judge_cases(
-                words,
-                lambda batch: run_batch(
-                    self.sandbox, built, list(lang.run), [payload.cases[i] for i in batch], limits
-                ),
-                batch=len(words),
-            )
+            memory.store.note_judged(memory.job_id, program, failed=True, run=0, kept=0)
+            return _letters(compile_error(len(words), built), payload.file, payload.first)
+        keys = [case_key(case, word) for case, word in zip(payload.cases, words, strict=True)]
+        known = [None if v is None else decode_verdict(v) for v in memory.kept(program, keys)]
+        limits = Limits(*payload.limits)
+        found, fresh = judge_known(
+            words,
+            known,
+            lambda batch: run_batch(
+                self.sandbox, built, list(lang.run), [payload.cases[i] for i in batch], limits
+            ),
+            batch=len(words),
+        )
+        memory.store.keep_verdicts(
+            program, {keys[i]: encode_verdict(v) for i, v in fresh.items()}, memory.ttl
+        )
+        kept = len(words) - len(fresh)
+        memory.store.note_judged(memory.job_id, program, failed=False, run=len(fresh), kept=kept)
         return _letters(found, payload.file, payload.first)
 
     def compile(self, source: bytes, name: str, lang: LanguageSetting) -> Path | str:

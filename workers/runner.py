@@ -54,6 +54,7 @@ class Policy:
     max_attempts: int = 3  # runs of a chunk before it is failed as a poison chunk
     file_payloads: bool = False  # read chunks that name a place in an input file
     judge: JudgeSettings | None = None  # judge programs (grade --programs) with these
+    verdict_ttl: int = 86400  # seconds a program's verdicts of cases are kept (result_ttl)
 
 
 class _Leases:
@@ -145,7 +146,7 @@ def run_chunk(store: Store, job_id: str, index: int, policy: Policy = Policy()) 
     with Lease(store, job_id, index, policy):
         if isinstance(payload, ComparePayload | JudgePayload):
             try:
-                codes, details = _check_chunk(problem, payload, policy)
+                codes, details = _check_chunk(problem, payload, policy, store, job_id)
             except BadPayload as exc:
                 store.fail_chunk(job_id, index, str(exc))
                 return Outcome.FAILED
@@ -165,14 +166,21 @@ def run_chunk(store: Store, job_id: str, index: int, policy: Policy = Policy()) 
 
 
 def _check_chunk(
-    problem: Problem, payload: ComparePayload | JudgePayload, policy: Policy
+    problem: Problem,
+    payload: ComparePayload | JudgePayload,
+    policy: Policy,
+    store: Store,
+    job_id: str,
 ) -> tuple[str, str]:
     """A comparison or judging chunk's letters and details."""
     if isinstance(payload, ComparePayload):
         return compare_chunk(problem, payload)
     if policy.judge is None:
         raise BadPayload("this process does not judge programs")
-    return _judge_runner(policy.judge).judge(problem, payload)
+    from workers.programs import Memory
+
+    memory = Memory(store, job_id, policy.verdict_ttl)
+    return _judge_runner(policy.judge).judge(problem, payload, memory)
 
 
 _RUNNERS: dict[str, Runner] = {}

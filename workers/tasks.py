@@ -41,6 +41,7 @@ def register(app: Celery, settings: Settings) -> None:
             max_attempts=settings.max_attempts,
             file_payloads=bool(settings.file_payloads),
             judge=settings.judge,
+            verdict_ttl=settings.result_ttl,
         )
         outcome = run_chunk(store_for(settings.broker_url or ""), job, chunk, policy)
         if outcome == Outcome.GONE:

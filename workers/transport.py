@@ -12,6 +12,7 @@ import logging
 from queue import Empty
 from typing import Any
 
+import redis
 from kombu import transport as kombu_transport
 from kombu.transport import redis as kombu_redis
 
@@ -24,7 +25,18 @@ _MALFORMED = (ValueError, TypeError, KeyError, AttributeError)
 
 
 class _Tolerant:
-    """Reads that survive malformed messages (mixed into kombu's channels)."""
+    """Reads that survive malformed messages, and a closed channel taken for a lost
+    connection (mixed into kombu's channels)."""
+
+    connection: Any
+
+    def _connparams(self, asynchronous: bool = False) -> Any:
+        # kombu can hand a pooled producer the channel a failover closed (its connection is
+        # None); a lost connection is what kombu's ensure() reconnects and publishes again on,
+        # where an AttributeError would end the command
+        if self.connection is None:
+            raise redis.ConnectionError("the broker channel was closed (a failover?)")
+        return super()._connparams(asynchronous)  # type: ignore[misc]
 
     def _brpop_read(self, **options: Any) -> Any:
         try:

@@ -194,3 +194,33 @@ def test_a_command_started_during_a_failover_waits_for_the_new_primary(
     finally:
         terminate(worker, 10)
         log.close()
+
+
+@pytest.mark.integration
+def test_a_pooled_channel_a_failover_closed_is_a_lost_connection_to_reconnect(
+    sentinels: Sentinels,
+) -> None:
+    """kombu can hand back a pooled producer whose channel a failover closed (it has no
+    connection left); the soak saw `solve` end there with an AttributeError. A closed channel
+    must be a lost connection, which kombu's publish retries on a new channel."""
+    from pipeline.config import lane_queue
+    from workers.celery_app import create_app, lane_sender
+
+    settings = load_settings(
+        broker_url=sentinels.url,
+        sentinel_master=MASTER,
+        sentinel_password=sentinels.sentinel_password,
+    )
+    app = create_app(settings)
+    store = JobStore.from_url(settings.broker_url or "")
+    store.open_job("j1", {"problem": "strgame", "lane": "bulk"})
+    send = lane_sender(app, store, settings)
+    send("j1", 0)
+    with app.producer_or_acquire() as producer:
+        channel = producer.channel
+        channel.close()  # what the failover left in the pool
+        with pytest.raises(redis.ConnectionError, match="channel was closed"):
+            channel._connparams()
+        app.send_task("gamebatch.solve_chunk", args=["j1", 1], producer=producer)
+    send("j1", 2)
+    assert store.queue_length(lane_queue(settings, "bulk")) == 3
