@@ -71,7 +71,7 @@ class SentinelChannel(_Tolerant, kombu_redis.SentinelChannel):
     connection_class = FollowingConnection  # follows a failover on every reconnect
 
     def _connparams(self, asynchronous: bool = False) -> Any:
-        params = super()._connparams(asynchronous)  # type: ignore[no-untyped-call]
+        params = super()._connparams(asynchronous)
         if self.master_password:
             params["password"] = self.master_password
         if self.master_username:
