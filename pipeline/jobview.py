@@ -87,8 +87,8 @@ def status_lines(job: Mapping[str, Any]) -> list[str]:
 def judging_line(judging: Mapping[str, int]) -> str:
     """A judging job's programs and runs, in words."""
     j = judging
-    failed = f" ({j['failed']} did not compile)" if j["failed"] else ""
+    failed = f", {j['failed']} did not compile" if j["failed"] else ""
     return (
-        f"programs {j['ready']}/{j['programs']} compiled{failed};"
+        f"programs {j['ready'] - j['failed']}/{j['programs']} compiled{failed};"
         f" {j['cases_run']:,} cases run, {j['cases_kept']:,} verdicts kept from before"
     )

@@ -436,7 +436,7 @@ def wait(
         c.check()
         progress.job_done(p.job_id, p.done)
         if p.judging is not None:
-            progress.set_files(p.judging.ready, p.judging.programs, "programs compiled")
+            progress.set_files(p.judging.ready, p.judging.programs, "programs ready")
         recovery.tick(p)
 
     return collector.wait_for(

@@ -166,9 +166,9 @@ int main(void) {
 CASES = [(1, 1), (3, 2), (2, 5), (1, 3), (4, 7), (2, 2), (5, 10), (3, 3), (1, 8), (2, 9)]
 
 
-def _test_input(path: Path) -> None:
-    lines = [str(len(CASES))]
-    for i, (n, k) in enumerate(CASES):
+def _test_input(path: Path, cases: list[tuple[int, int]] = CASES) -> None:
+    lines = [str(len(cases))]
+    for i, (n, k) in enumerate(cases):
         lines.append(f"{n} {k}")
         lines += ["ab"[: 1 + (i + j) % 2] + "c" * j for j in range(n)]
     path.write_text("\n".join(lines) + "\n")
@@ -247,6 +247,19 @@ def test_every_case_gets_its_own_verdict_and_a_rejudge_runs_only_what_changed(
     assert "judged 1 of 8" in third.stderr, third.stderr
     codes = {s["contestant"]: s["verdicts"] for s in json.loads(report.read_text())["submissions"]}
     assert codes["wrong"] == "A" * len(CASES)
+    # the test gains a case: every pair is judged again, but only the new case runs
+    _test_input(tests / "t1.in", [*CASES, (2, 6)])
+    fourth = _grade(tests, progs, report)
+    assert "judged 8 of 8" in fourth.stderr, fourth.stderr
+    ran = "programs 6/8 compiled, 2 did not compile; 6 cases run,"  # 6 that compile, 1 each
+    assert f"{ran} {6 * len(CASES)} verdicts kept from before" in fourth.stderr, fourth.stderr
+    codes = {s["contestant"]: s["verdicts"] for s in json.loads(report.read_text())["submissions"]}
+    at = {
+        name: "".join(name_of(n, k) for n, k in [*CASES, (2, 6)])
+        for name, name_of in _FAULTS.items()
+    }
+    at["wrong"] = "A" * (len(CASES) + 1)  # fixed above
+    assert codes == at, codes
 
 
 _FAULTS = {

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pipeline.jobstate import JobCounters, JobState
+from pipeline.jobstate import JobCounters, JobState, Judging, counters
 from pipeline.jobview import status_lines, view
 
 JOB = "strgame-" + "a" * 24
@@ -39,3 +39,30 @@ def test_an_ended_record_wins_over_counters() -> None:
     assert body["state"] == "cancelled" and body["errors"] == ["stopped"] and "error" not in body
     done = view({"id": JOB, "state": "done", "total": "10"}, None)
     assert (done["state"], done["done"], done["total"]) == ("done", 10, 10)
+
+
+def test_a_judging_job_shows_its_programs_and_runs() -> None:
+    manifest = {
+        "problem": "strgame",
+        "state": "running",
+        "chunks": "4",
+        "done_chunks": "2",
+        "total": "40",
+        "done_cases": "20",
+        "programs": "3",
+        "programs_ready": "2",
+        "programs_failed": "1",
+        "cases_run": "1200",
+        "cases_kept": "8",
+    }
+    live = counters(JOB, manifest, {})
+    assert live is not None and live.judging == Judging(3, 2, 1, 1200, 8)
+    body = view(None, live)
+    assert body["judging"]["ready"] == 2
+    assert status_lines(body)[1] == (
+        "    programs 1/3 compiled, 1 did not compile; 1,200 cases run,"
+        " 8 verdicts kept from before"
+    )
+    solving = counters(JOB, {k: v for k, v in manifest.items() if "program" not in k}, {})
+    assert solving is not None and solving.judging is None
+    assert "judging" not in view(None, solving) and len(status_lines(view(None, solving))) == 1

@@ -4,7 +4,19 @@ from __future__ import annotations
 
 import math
 
-from pipeline.judging import SPLIT_WAYS, Attempt, compile_error, judge_cases
+import pytest
+
+from pipeline.judging import (
+    SPLIT_WAYS,
+    Attempt,
+    CaseVerdict,
+    case_key,
+    compile_error,
+    decode_verdict,
+    encode_verdict,
+    judge_cases,
+    judge_known,
+)
 from pipeline.sandbox import Status
 
 WORDS = ["Pure", "Impure"]
@@ -87,3 +99,29 @@ def test_a_compile_error_is_every_case_with_the_message_once() -> None:
     verdicts = compile_error(3, "main.cpp:1: error: expected ';'")
     assert [v.code for v in verdicts] == ["C", "C", "C"]
     assert [v.shown for v in verdicts] == ["main.cpp:1: error: expected ';'", None, None]
+
+
+def test_only_cases_without_a_kept_verdict_are_run() -> None:
+    expected = _expected(50)
+    program = Program(expected, c7="crash", c30="wrong")
+    first, fresh = judge_known(expected, [None] * 50, program, batch=50)
+    assert sorted(fresh) == list(range(50))
+    kept: list[CaseVerdict | None] = [decode_verdict(encode_verdict(v)) for v in first]
+    assert kept == first  # a verdict comes back from Redis as it went in
+    kept[12] = kept[30] = None  # e.g. these two cases of the test changed
+    program.runs.clear()
+    again, fresh = judge_known(expected, kept, program, batch=50)
+    assert sorted(fresh) == [12, 30] and program.runs[0] == [12, 30]
+    assert [v.code for v in again] == [v.code for v in first]
+    assert again[7].shown == "signal SIGSEGV" and again[30].code == "W"
+    program.runs.clear()
+    judge_known(expected, first, program, batch=50)  # all kept: nothing runs
+    assert program.runs == []
+
+
+def test_a_case_key_is_its_text_and_its_answer() -> None:
+    assert case_key(b"1 2\nab\n", "Pure") == case_key(b"1 2\nab\n", "Pure")
+    assert case_key(b"1 2\nab\n", "Pure") != case_key(b"1 2\nab\n", "Dirty")
+    assert case_key(b"1 2\nab\n", "Pure") != case_key(b"1 2\nac\n", "Pure")
+    with pytest.raises(ValueError, match="kept verdict"):
+        decode_verdict(b'["A", null]')
