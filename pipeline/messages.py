@@ -11,6 +11,7 @@ from typing import Any
 from blake3 import blake3
 
 from pipeline.jobstate import is_job_id
+from pipeline.objects import is_remote
 
 # A chunk's answers travel as one ASCII character per case: character i of ANSWER_CODES for
 # answer word i of the game, INVALID_CODE for a case that --keep-going let through. Redis
@@ -128,9 +129,10 @@ _HEADER_MAX = 4096  # a slice payload's header line is shorter than this
 
 @dataclass(frozen=True)
 class FilePayload:
-    """`count` cases as `length` bytes at `offset` of the input file `path`, for workers that
-    see the producer's files; `digest` (see digest_of) of the bytes the producer cut them
-    from: a worker solves them only if it reads those very bytes."""
+    """`count` cases as `length` bytes at `offset` of the input `path` (a file that workers
+    see, or an object store's URL), for workers that read it; `digest` (see digest_of) of the
+    bytes the producer cut them from: a worker solves them only if it reads those very
+    bytes. `version` names the object as the producer read it (its VersionId or ETag)."""
 
     problem: str
     first: int
@@ -139,6 +141,7 @@ class FilePayload:
     offset: int
     length: int
     digest: str
+    version: str = ""
 
     def encode(self) -> bytes:
         """Compact JSON."""
@@ -152,24 +155,46 @@ class FilePayload:
             "offset": self.offset,
             "length": self.length,
             "digest": self.digest,
+            **({"version": self.version} if self.version else {}),
         }
         return json.dumps(doc, separators=(",", ":")).encode()
 
+    @property
+    def remote(self) -> bool:
+        """Whether it names an object of a store (read by any worker), not a local file."""
+        return is_remote(self.path)
+
     def read(self) -> SlicePayload:
-        """The cases' bytes, from the file; BadPayload when it is gone or changed."""
+        """The cases' bytes, from the file or the object; BadPayload when it is gone or
+        holds other bytes than the producer read there."""
+        data = self._object() if self.remote else self._file()
+        if len(data) != self.length or digest_of(data) != self.digest:
+            where = "object" if self.remote else "file"
+            raise BadPayload(
+                f"this worker reads other bytes at {self.path} (offset {self.offset}) than the"
+                f" producer did: the {where} changed after it was queued, or this host sees"
+                " another one under that name; run the command again"
+            )
+        return SlicePayload(self.problem, self.first, self.count, data)
+
+    def _file(self) -> bytes:
         try:
             fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
         except OSError as exc:
             raise BadPayload(f"cannot read the input {self.path}: {exc.strerror}") from None
         try:
-            data = os.pread(fd, self.length, self.offset)
+            return os.pread(fd, self.length, self.offset)
         finally:
             os.close(fd)
-        if len(data) != self.length or digest_of(data) != self.digest:
-            raise BadPayload(
-                f"the input {self.path} changed after it was queued: run the command again"
-            )
-        return SlicePayload(self.problem, self.first, self.count, data)
+
+    def _object(self) -> bytes:
+        from pipeline.errors import UsageError
+        from pipeline.objects import read_range
+
+        try:
+            return read_range(self.path, self.offset, self.length)
+        except UsageError as exc:
+            raise BadPayload(str(exc)) from None
 
 
 @dataclass(frozen=True)
@@ -288,10 +313,13 @@ def _file_payload(doc: dict[str, Any]) -> FilePayload:
         raise ValueError("a file reference of another shape")
     if not isinstance(digest, str) or len(digest) != 64:
         raise ValueError("a file reference whose digest is not one")
-    if not os.path.isabs(path):
-        raise ValueError("a file reference whose path is not absolute")
+    if not (os.path.isabs(path) or is_remote(path)):
+        raise ValueError("a file reference whose path is not absolute (nor an object's URL)")
+    version = doc.get("version", "")
+    if not isinstance(version, str):
+        raise ValueError("a file reference whose version is not a string")
     first, count, offset, length = numbers
-    return FilePayload(str(doc["problem"]), first, count, path, offset, length, digest)
+    return FilePayload(str(doc["problem"]), first, count, path, offset, length, digest, version)
 
 
 def _compare_payload(doc: dict[str, Any]) -> ComparePayload:

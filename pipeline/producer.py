@@ -1,4 +1,5 @@
-"""The producer: reads an input file as a stream, validates it, and queues its chunks."""
+"""The producer: reads an input (a file, or an object store's object) as a stream, validates
+it, and queues its chunks."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Protocol
@@ -21,6 +23,8 @@ from pipeline.connections import this_process
 from pipeline.errors import InputError, JobCancelled, JobLost, UsageError
 from pipeline.jobstate import JobCounters, JobState, Put
 from pipeline.messages import ChunkPayload, FilePayload, SlicePayload, digest_of
+from pipeline.objects import ObjectUrl, open_read
+from pipeline.objects import stat as object_stat
 from pipeline.problem import Problem, scanner
 from pipeline.reader import read_batches
 from pipeline.slices import Deferred, Limits, SliceChunk, slice_chunks
@@ -28,6 +32,7 @@ from pipeline.store import Store
 from pipeline.tokens import TokenReader
 
 Send = Callable[[str, int], object]  # queue a task for (job id, chunk index); returns ignored
+Opener = Callable[[], AbstractContextManager[BinaryIO]]  # a new binary stream of an input
 
 
 @dataclass(frozen=True)
@@ -35,7 +40,7 @@ class Submitted:
     """A job whose every chunk is queued or already answered."""
 
     job_id: str
-    input: Path
+    input: Path | ObjectUrl
     total: int
     chunks: int
     queued: int  # chunks queued by this run (0 when a previous run did everything)
@@ -63,11 +68,12 @@ def checksum(path: Path) -> str:
         raise UsageError(f"cannot read {path}: {exc.strerror}") from None
 
 
-def choose_lane(path: Path, settings: Settings, wanted: str = "auto") -> str:
+def choose_lane(path: Path | ObjectUrl, settings: Settings, wanted: str = "auto") -> str:
     """`interactive` for small inputs (or when asked), else `bulk`."""
     if wanted != "auto":
         return wanted
-    small = path.stat().st_size <= settings.interactive_max_bytes
+    size = object_stat(path).size if isinstance(path, ObjectUrl) else path.stat().st_size
+    small = size <= settings.interactive_max_bytes
     return "interactive" if small else "bulk"
 
 
@@ -85,7 +91,7 @@ def job_id_for(problem: Problem, digest: str, keep_going: bool = False) -> str:
 
 def submit(
     problem: Problem,
-    path: Path,
+    path: Path | ObjectUrl,
     store: Store,
     send: Send,
     settings: Settings,
@@ -108,7 +114,8 @@ def submit(
     run in flight. Bad input removes the job and raises InputError, unless `keep_going`
     (invalid cases are recorded). A `source` is an input not yet whole (an upload);
     messages call the file `name`. With `file_payloads`, chunks name their place in a
-    regular (or `spooled`: only appended to) file instead of carrying its bytes.
+    regular (or `spooled`: only appended to) file instead of carrying its bytes; an object's
+    chunks always name their place in it (workers read their own ranges).
     """
     plan, digest = _first_reading(problem, path, settings, source, keep_going)
     job_id = job_id_for(problem, digest, keep_going)
@@ -123,7 +130,7 @@ def submit(
         run.window = Window(store, job_id, settings, on_progress, chunks=window)
     with _Renewal(store, job_id, token, CLAIM_SECONDS), _Owned(store, run, path):
         if plan is not None and plan.fits(claimed):
-            run.queue_places(path, plan.pieces or [])
+            run.queue_places(path, plan.pieces or [], plan.version)
         else:
             given = _Input(path, source, name or str(path), spooled)
             _read_all(run, given, digest, settings, claimed)
@@ -156,6 +163,7 @@ class _Plan:
     digest: str
     cut: tuple[int, int]
     pieces: list[_Piece] | None
+    version: str = ""  # an object's, as it was read
 
     def fits(self, manifest: dict[str, str]) -> bool:
         """Whether the job cuts its chunks as this plan did."""
@@ -164,27 +172,45 @@ class _Plan:
 
 
 def _first_reading(
-    problem: Problem, path: Path, settings: Settings, source: Source | None, keep_going: bool
+    problem: Problem,
+    path: Path | ObjectUrl,
+    settings: Settings,
+    source: Source | None,
+    keep_going: bool,
 ) -> tuple[_Plan | None, str]:
     """The input's SHA-256, and its plan when it is read once only: a regular file whose
-    workers read its chunks from it (they check each chunk's digest), cut by the game's C
-    scanner. The bytes the job is named by are then the very bytes its chunks were cut from."""
+    workers read its chunks from it, or an object (they check each chunk's digest), cut by
+    the game's C scanner. The bytes the job is named by are then the very bytes its chunks
+    were cut from."""
     if source is not None:
         return None, source.digest
-    plain = not keep_going and scanner(problem) is not None and bool(settings.file_payloads)
-    if not (plain and _regular(path)):
+    plain = not keep_going and scanner(problem) is not None
+    if isinstance(path, ObjectUrl):
+        if not plain:
+            with open_read(path) as stream:
+                return None, _HashingReader(stream, path).rest_digest()
+        plan = _plan(problem, path, settings, object_stat(path).version)
+        return plan, plan.digest
+    if not (plain and settings.file_payloads and _regular(path)):
         return None, checksum(path)
     plan = _plan(problem, path, settings)
     return plan, plan.digest
 
 
-def _plan(problem: Problem, path: Path, settings: Settings) -> _Plan:
-    """Hash the file, and cut it into chunks on the way (see _first_reading)."""
+def _opener(path: Path | ObjectUrl) -> Opener:
+    """How to read an input from its start."""
+    if isinstance(path, ObjectUrl):
+        return lambda: open_read(path)
+    return lambda: path.open("rb")
+
+
+def _plan(problem: Problem, path: Path | ObjectUrl, settings: Settings, version: str = "") -> _Plan:
+    """Hash the input, and cut it into chunks on the way (see _first_reading)."""
     scan, limits = scanner(problem), settings.limits
     cut = (settings.chunk.target_work, settings.chunk.max_cases)
     assert scan is not None
     try:
-        with path.open("rb") as raw, _HashedAside(raw) as stream:
+        with _opener(path)() as raw, _HashedAside(raw) as stream:
             try:
                 pieces: list[_Piece] | None = [
                     _Piece(p.index, p.first, p.count, p.offset, len(p.data), digest_of(p.data))
@@ -194,7 +220,7 @@ def _plan(problem: Problem, path: Path, settings: Settings) -> _Plan:
                 ]
             except Deferred:  # the Python reader judges it, in a second reading
                 pieces = None
-            return _Plan(stream.rest_digest(), cut, pieces)
+            return _Plan(stream.rest_digest(), cut, pieces, version)
     except OSError as exc:
         raise UsageError(f"cannot read {path}: {exc.strerror}") from None
 
@@ -203,7 +229,7 @@ def _plan(problem: Problem, path: Path, settings: Settings) -> _Plan:
 class _Input:
     """An input as `submit` was given it."""
 
-    path: Path
+    path: Path | ObjectUrl
     source: Source | None
     name: str  # as messages call it
     spooled: bool
@@ -252,7 +278,7 @@ def _read_all(
 ) -> None:
     """The production's whole reading of its input, with the chunk sizes of its manifest."""
     path, source = given.path, given.source
-    opener = source.open if source is not None else lambda _: path.open("rb")
+    opener = source.open if source is not None else lambda _: _opener(path)()
     verified = bool(getattr(source, "verified", False))
     cut = (int(manifest["target_work"]), int(manifest["max_cases"]))
     run.read(
@@ -271,7 +297,7 @@ class _Owned:
     """A production's end: a bad or changing input leaves nothing of its job (unless another
     run made the job's plan final), and the claim is given up either way."""
 
-    def __init__(self, store: Store, run: _Production, path: Path) -> None:
+    def __init__(self, store: Store, run: _Production, path: Path | ObjectUrl) -> None:
         self.store, self.run, self.path = store, run, path
 
     def __enter__(self) -> _Owned:
@@ -393,7 +419,9 @@ def retry_when_lost(
     raise AssertionError("unreachable")
 
 
-def _manifest(problem: Problem, path: Path, settings: Settings, lane: str) -> dict[str, str | int]:
+def _manifest(
+    problem: Problem, path: Path | ObjectUrl, settings: Settings, lane: str
+) -> dict[str, str | int]:
     return {
         "problem": problem.name,
         "input": path.name,
@@ -422,6 +450,7 @@ class _Production:
         self.token, self.keep_going, self.on_cases = token, keep_going, on_cases
         self.window: Window | None = None
         self.file: str | None = None  # chunks as places in this file (its absolute path)
+        self.version = ""  # or object (its URL), as of this version
         self.reusable = store.answered_digests(job_id)  # answered before: kept if the same
         self.mine: set[int] = set()  # chunks this run queued already (by the C path)
         self.counted = 0  # chunks whose cases were reported already (by the C path)
@@ -431,13 +460,13 @@ class _Production:
 
     def read(
         self,
-        path: Path,
+        path: Path | ObjectUrl,
         digest: str,
         settings: Settings,
         target_work: int,
         max_cases: int,
         *,
-        opener: Callable[[str], BinaryIO],
+        opener: Callable[[str], AbstractContextManager[BinaryIO]],
         name: str,
         spooled: bool = False,
         verified: bool = False,
@@ -448,7 +477,9 @@ class _Production:
         those the scanner queued (both cut the same chunks), once the bytes they were cut
         from are read again alike."""
         limits, self.name = settings.limits, name
-        if settings.file_payloads and (spooled or _regular(path)):  # workers read it
+        if isinstance(path, ObjectUrl):  # workers read their ranges of it
+            self.file = str(path)
+        elif settings.file_payloads and (spooled or _regular(path)):  # workers read it
             self.file = str(path.resolve())
         scan = scanner(self.problem)
         seen: _HashingReader | None = None
@@ -478,11 +509,13 @@ class _Production:
         # an error after the last case
         self.store.add_invalid(self.job_id, self.invalid, self.token)
 
-    def queue_places(self, path: Path, pieces: list[_Piece]) -> None:
-        """Queue the chunks of a plan (see _plan): places in the file, each with its digest."""
-        self.file, self.name = str(path.resolve()), str(path)
+    def queue_places(self, path: Path | ObjectUrl, pieces: list[_Piece], version: str) -> None:
+        """Queue the chunks of a plan (see _plan): places in the input, each with its
+        digest."""
+        self.file = str(path) if isinstance(path, ObjectUrl) else str(path.resolve())
+        self.name, self.version = str(path), version
         for piece in pieces:
-            place = (self.file, piece.offset, piece.length, piece.digest)
+            place = (self.file, piece.offset, piece.length, piece.digest, version)
             payload = FilePayload(self.problem.name, piece.first, piece.count, *place)
             self._put(piece.index, piece.count, piece.name, payload.encode)
 
@@ -510,6 +543,7 @@ class _Production:
                 piece.offset,
                 len(data),
                 digest,
+                self.version,
             ).encode
         self._put(piece.index, piece.count, f"{digest}:{place}", payload)
 

@@ -201,8 +201,8 @@ def _judge_runner(settings: JudgeSettings) -> Runner:
 
 
 def _from_file(payload: FilePayload, policy: Policy) -> SlicePayload:
-    """The bytes a file reference names, if this worker reads files."""
-    if not policy.file_payloads:
+    """The bytes a reference names: an object's, or a file's if this worker reads files."""
+    if not payload.remote and not policy.file_payloads:
         raise BadPayload(
             f"chunk names a place in {payload.path}, and this worker reads only chunks that"
             " carry their cases (setting file_payloads)"

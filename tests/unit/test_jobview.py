@@ -60,8 +60,7 @@ def test_a_judging_job_shows_its_programs_and_runs() -> None:
     body = view(None, live)
     assert body["judging"]["ready"] == 2
     assert status_lines(body)[1] == (
-        "    programs 1/3 compiled, 1 did not compile; 1,200 cases run,"
-        " 8 verdicts kept from before"
+        "    programs 1/3 compiled, 1 did not compile; 1,200 cases run, 8 verdicts kept from before"
     )
     solving = counters(JOB, {k: v for k, v in manifest.items() if "program" not in k}, {})
     assert solving is not None and solving.judging is None
