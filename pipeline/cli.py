@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from pipeline.errors import GamebatchError, UnknownJob, UsageError
+from pipeline.objects import ObjectUrl, place
 
 if TYPE_CHECKING:
     from pipeline.config import Settings
@@ -83,10 +84,10 @@ def _solve_command(sub: Any) -> None:
         broker="; default: an embedded Redis with local workers",
     )
     p.add_argument("-p", "--problem", required=True, help=PROBLEMS_HELP)
-    p.add_argument("inputs", nargs="+", metavar="INPUT", type=Path)
+    p.add_argument("inputs", nargs="+", metavar="INPUT", type=_place, help=PLACES_HELP)
     out = p.add_mutually_exclusive_group()
-    out.add_argument("-o", "--output", type=Path, help="result file (one input)")
-    out.add_argument("--out-dir", type=Path, help="folder for DIR/<input name>.out")
+    out.add_argument("-o", "--output", type=_place, help="result file or URL (one input)")
+    out.add_argument("--out-dir", type=_place, help="folder (or URL) for DIR/<input name>.out")
     p.add_argument("--workers", type=int, help="local worker processes (default: CPUs)")
     p.add_argument(
         "--producers",
@@ -108,13 +109,13 @@ def _job_commands(sub: Any) -> None:
     embedded = "; default: the embedded Redis"
     p = _command(sub, "submit", "queue one input file and print its job id", broker=embedded)
     p.add_argument("-p", "--problem", required=True, help=PROBLEMS_HELP)
-    p.add_argument("input", metavar="INPUT", type=Path)
+    p.add_argument("input", metavar="INPUT", type=_place, help=PLACES_HELP)
     _lane_option(p)
     _server_options(p)
 
     p = _command(sub, "collect", "wait for a job and write its result file", broker=embedded)
     p.add_argument("job", metavar="JOB")
-    p.add_argument("-o", "--output", type=Path, required=True)
+    p.add_argument("-o", "--output", type=_place, required=True, help="result file or URL")
     p.add_argument("--timeout", type=float, metavar="SECONDS")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress display")
     _server_options(p)
@@ -257,6 +258,17 @@ def _toolkit_commands(sub: Any) -> None:
     which.add_argument("--program", metavar="COMMAND", help="a program reading an input file")
 
 
+PLACES_HELP = "a file, or an object's URL (s3://BUCKET/KEY, gs://, https://, file://)"
+
+
+def _place(text: str) -> Path | ObjectUrl:
+    """A command line's file or URL (pipeline.objects.place), refused as argparse refuses."""
+    try:
+        return place(text)
+    except UsageError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _settings(args: argparse.Namespace, need_broker: bool) -> Settings:
     from pipeline.config import load_settings
 
@@ -312,47 +324,60 @@ def _solve_targets(args: argparse.Namespace) -> list[Any]:
     """Each input with its result file, checked before any work: every input readable,
     every output writable, no output replacing an input or another input's result."""
     from pipeline import service
-    from pipeline.files import check_input, check_output
+    from pipeline.files import check_output
 
     if len(args.inputs) > 1 and args.output:
         raise UsageError("-o takes one input; use --out-dir DIR for several")
     if len(args.inputs) > 1 and args.out_dir is None:
         raise UsageError("several inputs need --out-dir DIR")
     for path in args.inputs:
-        check_input(path)
+        _check_input(path)
     if args.out_dir is not None:
         files = [service.FileJob(p, args.out_dir / f"{p.name}.out") for p in args.inputs]
     else:
         files = [service.FileJob(args.inputs[0], args.output)]
     outputs = _claim_outputs(files, keep_going=args.keep_going)
-    if args.out_dir is not None:
+    if isinstance(args.out_dir, Path):
         try:
             args.out_dir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise UsageError(f"cannot create folder {args.out_dir}: {exc.strerror}") from None
     for out in outputs:
-        check_output(out, args.inputs)
+        check_output(out, [p for p in args.inputs if isinstance(p, Path)])
     return files
 
 
+def _check_input(path: Path | ObjectUrl) -> None:
+    """Refuse, before any work, an input that cannot be read."""
+    from pipeline.files import check_input
+    from pipeline.objects import stat
+
+    if isinstance(path, ObjectUrl):
+        stat(path)
+    else:
+        check_input(path)
+
+
 def _claim_outputs(files: list[Any], *, keep_going: bool) -> list[Path]:
-    """Every file the inputs would write; two inputs writing one file is refused."""
+    """Every file the inputs would write (objects are not files); two inputs writing one
+    file or object is refused."""
     from pipeline import service
 
     claimed: dict[str, Path] = {}
     outputs = []
     for item in files:
-        if not isinstance(item.output, Path):
+        if not isinstance(item.output, Path | ObjectUrl):
             continue
         for out in (item.output, *([service.errors_file(item.output)] if keep_going else [])):
-            key = os.path.realpath(out)
+            key = str(out) if isinstance(out, ObjectUrl) else os.path.realpath(out)
             if key in claimed:
                 raise UsageError(
                     f"{claimed[key]} and {item.input} would both write {out}: give the inputs"
                     " different names, or solve them into different folders"
                 )
             claimed[key] = item.input
-            outputs.append(out)
+            if isinstance(out, Path):
+                outputs.append(out)
     return outputs
 
 
@@ -362,12 +387,11 @@ def _cmd_submit(args: argparse.Namespace) -> int:
 
         return remote.submit(args, url)
     from pipeline import producer, service
-    from pipeline.files import check_input
     from pipeline.registry import get_problem
 
     settings = _settings(args, need_broker=False)
     problem = get_problem(args.problem)
-    check_input(args.input)
+    _check_input(args.input)
     with service.cluster(settings, workers=False) as c:
         lane = producer.choose_lane(args.input, c.settings, args.lane)
         job = producer.submit(problem, args.input, c.store, c.send, c.settings, lane=lane)
@@ -387,7 +411,8 @@ def _cmd_collect(args: argparse.Namespace) -> int:
 
     settings = _settings(args, need_broker=False)
     service.check_job_id(args.job)
-    check_output(args.output)
+    if isinstance(args.output, Path):
+        check_output(args.output)
     with service.cluster(settings) as c:
         problem = service.problem_of(c.store, args.job)
         progress = ProgressBar("collect", enabled=not args.quiet)

@@ -5,12 +5,13 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TextIO
+from typing import BinaryIO, TextIO, cast
 
-from pipeline import files
+from pipeline import files, objects
 from pipeline.errors import JobCancelled, JobFailed, JobLost
 from pipeline.jobstate import JobCounters, JobState
 from pipeline.messages import answer_lines
+from pipeline.objects import ObjectUrl
 from pipeline.problem import Problem
 from pipeline.store import Store
 
@@ -74,10 +75,35 @@ def write_result(
 
 
 def write_result_file(
-    store: Store, job_id: str, problem: Problem, progress: JobCounters, path: Path
+    store: Store, job_id: str, problem: Problem, progress: JobCounters, path: Path | ObjectUrl
 ) -> None:
-    """The result file, complete or not at all."""
-    files.write_atomically(path, lambda out: write_result(store, job_id, problem, progress, out))
+    """The result file (or object), complete or not at all."""
+    write_whole(path, lambda out: write_result(store, job_id, problem, progress, out))
+
+
+def write_text(path: Path | ObjectUrl, text: str) -> None:
+    """A file (or object) of this text, complete or not at all."""
+    write_whole(path, lambda out: out.write(text))
+
+
+def write_whole(path: Path | ObjectUrl, fill: Callable[[TextIO], object]) -> None:
+    """A file (or object) filled as text, complete or not at all."""
+    if not isinstance(path, ObjectUrl):
+        files.write_atomically(path, fill)
+        return
+    with objects.write_whole(path) as raw:
+        fill(cast(TextIO, _Utf8(raw)))  # what results are written with: write()
+
+
+class _Utf8:
+    """A text stream over a binary one (what writers of results call: write)."""
+
+    def __init__(self, raw: BinaryIO) -> None:
+        self.raw = raw
+
+    def write(self, text: str) -> int:
+        self.raw.write(text.encode())
+        return len(text)
 
 
 def finish(store: Store, job_id: str, ttl: int) -> None:

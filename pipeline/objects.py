@@ -50,7 +50,10 @@ class ObjectUrl(str):
         return ObjectUrl(f"{self.rstrip('/')}/{name}")
 
 
-def place(text: str) -> Path | ObjectUrl:
+Place = Path | ObjectUrl  # where an input is read or a result is written
+
+
+def place(text: str) -> Place:
     """An input or output as given on the command line: a path (a `file://` URL is one), or
     an object store's URL."""
     kind = scheme(text)

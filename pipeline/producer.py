@@ -405,7 +405,7 @@ LOST_JOB_RETRIES = 3  # readings of an input whose job Redis keeps losing
 
 
 def retry_when_lost(
-    submit: Callable[[], Submitted], path: Path, report: Callable[[str], None]
+    submit: Callable[[], Submitted], path: Path | ObjectUrl, report: Callable[[str], None]
 ) -> Submitted:
     """Run `submit` again when Redis loses the job while it is produced (a flushed or
     restarted-empty Redis), saying so each time."""

@@ -11,7 +11,7 @@ from functools import cached_property, partial
 from pathlib import Path
 from typing import TextIO
 
-from pipeline import collector, escape, files, producer
+from pipeline import collector, escape, files, objects, producer
 from pipeline.collector import INVALID_WORD
 from pipeline.config import LANES, Settings, default_state_dir, lane_queue, worker_settings
 from pipeline.connections import this_process
@@ -21,6 +21,7 @@ from pipeline.jobs import Jobs
 from pipeline.jobstate import JobCounters, JobState, is_job_id
 from pipeline.jobstore import JobStore
 from pipeline.local import producers
+from pipeline.objects import ObjectUrl, Place
 from pipeline.problem import Problem, runs_in_process
 from pipeline.progress import ProgressBar
 from pipeline.recovery import Recovery, queued_messages
@@ -138,11 +139,11 @@ def _note(line: str) -> None:
 EARLY_WORKERS_BYTES = 32 << 20  # inputs this big start the local workers before hashing
 
 
-def _size(path: Path) -> int:
+def _size(path: Place) -> int:
     try:
-        return os.stat(path).st_size
-    except OSError:
-        return 0
+        return objects.stat(path).size if isinstance(path, ObjectUrl) else os.stat(path).st_size
+    except (OSError, GamebatchError):
+        return 0  # the producer reports it
 
 
 @dataclass(frozen=True)
@@ -151,8 +152,8 @@ class FileJob:
     `source` reads an input that is still arriving (an upload), in this process; messages
     call the input `name` (default: its path)."""
 
-    input: Path
-    output: Path | TextIO | None
+    input: Place
+    output: Place | TextIO | None
     source: producer.Source | None = field(default=None, compare=False)
     name: str | None = None
     spooled: bool = False  # the input is only ever appended to (see producer.submit)
@@ -263,19 +264,20 @@ class _SolveRun:
     def queue_all(self, files: list[FileJob]) -> list[producer.Submitted | str]:
         """Every file queued (a bad one as its error line): here, or in producer processes."""
         c = self.c
-        count = producers.producer_count(c.settings, [f.input for f in files], c.local_workers)
-        if count < 2 or any(f.source is not None for f in files):
+        paths = [f.input for f in files if isinstance(f.input, Path)]
+        count = producers.producer_count(c.settings, paths, c.local_workers)
+        if count < 2 or len(paths) < len(files) or any(f.source is not None for f in files):
             return [self._queue_or_error(item) for item in files]
         c.ensure()  # producer processes queue chunks themselves
         tasks = [
             producers.FileTask(
                 c.settings,
                 self.problem.name,
-                item.input,
+                path,
                 self.keep_going,
-                producer.choose_lane(item.input, c.settings, self.lane),
+                producer.choose_lane(path, c.settings, self.lane),
             )
-            for item in files
+            for path in paths  # every input is a file here
         ]
         return producers.produce_in_parallel(
             tasks,
@@ -332,7 +334,7 @@ class _SolveRun:
         """Whether this command may solve chunks itself: when the cluster is local and the
         game says its solver cannot take the process down with it (`in_process`). It then
         solves a small input whole, and a larger one's chunks while its workers are busy."""
-        if not self.c.local_workers or item.source is not None:
+        if not self.c.local_workers or item.source is not None or not isinstance(item.input, Path):
             return False
         return runs_in_process(self.problem)
 
@@ -371,7 +373,7 @@ def collect(
     c: Cluster,
     problem: Problem,
     job_id: str,
-    output: Path | TextIO | None,
+    output: Place | TextIO | None,
     *,
     timeout: float | None,
     progress: ProgressBar,
@@ -386,7 +388,7 @@ def collect(
     """
     done = wait(c, job_id, timeout=timeout, progress=progress, idle=idle, produced=produced)
     invalid = c.store.invalid(job_id)
-    if not isinstance(output, Path):
+    if not isinstance(output, Path | ObjectUrl):
         stream = sys.stdout if output is None else output
         try:
             collector.write_result(c.store, job_id, problem, done, stream)
@@ -399,7 +401,7 @@ def collect(
     else:
         try:
             if invalid:
-                files.atomic_write(errors_file(output), "".join(line + "\n" for line in invalid))
+                collector.write_text(errors_file(output), "".join(line + "\n" for line in invalid))
             collector.write_result_file(c.store, job_id, problem, done, output)
         except files.OutputError as exc:
             raise files.OutputError(
@@ -449,8 +451,10 @@ def wait(
     )
 
 
-def errors_file(output: Path) -> Path:
+def errors_file(output: Place) -> Place:
     """Where the errors of a keep-going job's invalid cases go, beside its result."""
+    if isinstance(output, ObjectUrl):
+        return ObjectUrl(output + ".errors")
     return output.with_name(output.name + ".errors")
 
 

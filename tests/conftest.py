@@ -7,7 +7,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -85,10 +85,14 @@ class Workers:
         self.log_dir = log_dir
         self.processes: list[subprocess.Popen[bytes]] = []
 
-    def start(self, concurrency: int = 1, **env: str) -> subprocess.Popen[bytes]:
-        """Start `gamebatch worker` (a supervised Celery worker) and wait until it is ready."""
+    def start(
+        self, concurrency: int = 1, prefix: Sequence[str] = (), **env: str
+    ) -> subprocess.Popen[bytes]:
+        """Start `gamebatch worker` (a supervised Celery worker), run by `prefix` (e.g. in a
+        namespace of its own), and wait until it is ready."""
         log = self.log_dir / f"worker-{len(self.processes)}.log"
         command = [
+            *prefix,
             sys.executable,
             "-m",
             "pipeline.cli",
