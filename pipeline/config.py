@@ -11,6 +11,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from pipeline.errors import UsageError
+from pipeline.objects import is_remote
 from pipeline.sentinel import SentinelUrl, is_sentinel, with_settings
 
 ENV_PREFIX = "GAMEBATCH_"
@@ -176,6 +177,10 @@ class Settings(Section):
     # chunks name their place in the input file instead of carrying its bytes, for workers
     # that see the producer's files (None: yes with the embedded Redis, no with a broker_url)
     file_payloads: bool | None = None
+    # an object store's folder (s3://BUCKET/PREFIX) where a producer whose workers do not see
+    # its files puts an input's bytes: chunks then name ranges of that object, not bytes in
+    # Redis; the object is deleted once the job's result is collected, or it is cancelled
+    payload_store: str | None = None
     queue: str = Field("gamebatch", min_length=1)  # lanes: QUEUE.interactive, QUEUE.bulk
     interactive_max_bytes: int = Field(1 << 20, ge=0)  # inputs up to this size jump the line
     visibility_timeout: int = Field(3600, gt=0)  # seconds before Redis redelivers a message
@@ -191,6 +196,13 @@ class Settings(Section):
     limits: LimitSettings = Field(default_factory=LimitSettings)
     server: ServerSettings = Field(default_factory=ServerSettings)
     judge: JudgeSettings = Field(default_factory=JudgeSettings)
+
+    @field_validator("payload_store")
+    @classmethod
+    def _remote_store(cls, url: str | None) -> str | None:
+        if url and not is_remote(url):
+            raise ValueError(f"{url}: the payload store is an object store's URL (s3://...)")
+        return url.rstrip("/") if url else None
 
     @field_validator("broker_url")
     @classmethod

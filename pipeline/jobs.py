@@ -3,11 +3,14 @@ the page through the HTTP routes): their one view, their listing and their cance
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from typing import Any
 
-from pipeline.jobstate import Cancel
+from pipeline.errors import GamebatchError
+from pipeline.jobstate import PAYLOAD_OBJECT, Cancel
 from pipeline.jobview import LIVE, view
+from pipeline.objects import ObjectUrl, is_remote, remove
 from pipeline.store import Store
 
 
@@ -33,5 +36,18 @@ class Jobs:
         return [None if p is None else view(None, p) for p in self.store.progress_of(ids)]
 
     def cancel(self, job_id: str) -> Cancel:
-        """Stop the job and its HTTP record in one write (`Store.cancel`)."""
-        return self.store.cancel(job_id, self.ttl)
+        """Stop the job and its HTTP record in one write (`Store.cancel`); the copy of its
+        input in the payload store goes."""
+        cancelled = self.store.cancel(job_id, self.ttl)
+        if cancelled.found and not cancelled.ended:
+            drop_payload(self.store, job_id)
+        return cancelled
+
+
+def drop_payload(store: Store, job_id: str) -> None:
+    """Delete the payload store's copy of a job's input (when it has one): its chunks will
+    not be read again. A store that cannot delete it now leaves it (it is only bytes)."""
+    url = (store.manifest(job_id) or {}).get(PAYLOAD_OBJECT)
+    if url and is_remote(url):
+        with contextlib.suppress(GamebatchError):
+            remove(ObjectUrl(url))

@@ -90,6 +90,8 @@ class JobCounters:
         }
 
 
+PAYLOAD_OBJECT = "payload_object"  # the manifest's field naming the payload store's copy
+
 FINISHED = frozenset({JobState.DONE.value, JobState.FAILED.value, JobState.CANCELLED.value})
 """The states a job never leaves (on the command line, over HTTP and on the page alike)."""
 

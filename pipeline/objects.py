@@ -132,6 +132,16 @@ def write_whole(url: str) -> Iterator[BinaryIO]:
         stream.commit()
 
 
+def upload(path: Path, url: str) -> None:
+    """Copy a file to the object `url` (whole or not at all)."""
+    try:
+        with path.open("rb") as source, write_whole(url) as target:
+            while block := source.read(READ_BLOCK):
+                target.write(block)
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror}") from None
+
+
 def remove(url: str) -> None:
     """Delete the object (one that is gone already is no error)."""
     fs, path = _fs(url)

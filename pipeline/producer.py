@@ -21,7 +21,7 @@ from pipeline.chunking import Chunk, chunk_cases
 from pipeline.config import Settings
 from pipeline.connections import this_process
 from pipeline.errors import InputError, JobCancelled, JobLost, UsageError
-from pipeline.jobstate import JobCounters, JobState, Put
+from pipeline.jobstate import PAYLOAD_OBJECT, JobCounters, JobState, Put
 from pipeline.messages import ChunkPayload, FilePayload, SlicePayload, digest_of
 from pipeline.objects import ObjectUrl, open_read
 from pipeline.objects import stat as object_stat
@@ -104,6 +104,7 @@ def submit(
     source: Source | None = None,
     name: str | None = None,
     spooled: bool = False,
+    mirror: ObjectUrl | None = None,
 ) -> Submitted:
     """Validate and queue every chunk without answers; reuse a finished earlier run.
 
@@ -115,17 +116,23 @@ def submit(
     (invalid cases are recorded). A `source` is an input not yet whole (an upload);
     messages call the file `name`. With `file_payloads`, chunks name their place in a
     regular (or `spooled`: only appended to) file instead of carrying its bytes; an object's
-    chunks always name their place in it (workers read their own ranges).
+    chunks always name their place in it (workers read their own ranges), as do those of a
+    file whose bytes are also the object `mirror` (the payload store's copy).
     """
+    if mirror is not None:
+        settings = settings.model_copy(update={"file_payloads": True})
     plan, digest = _first_reading(problem, path, settings, source, keep_going)
     job_id = job_id_for(problem, digest, keep_going)
     fields = _manifest(problem, path, settings, lane)
+    if mirror is not None:
+        fields[PAYLOAD_OBJECT] = str(mirror)
     token = f"{this_process()}:{secrets.token_hex(8)}"
     claimed = _claim(store, job_id, fields, token, settings, on_progress=on_progress)
     if isinstance(claimed, JobCounters):
         on_cases(claimed.total or 0)
         return Submitted(job_id, path, claimed.total or 0, claimed.chunks or 0, 0, keep_going)
     run = _Production(problem, store, send, job_id, token, keep_going=keep_going, on_cases=on_cases)
+    run.mirror = mirror
     if window:
         run.window = Window(store, job_id, settings, on_progress, chunks=window)
     with _Renewal(store, job_id, token, CLAIM_SECONDS), _Owned(store, run, path):
@@ -451,6 +458,7 @@ class _Production:
         self.window: Window | None = None
         self.file: str | None = None  # chunks as places in this file (its absolute path)
         self.version = ""  # or object (its URL), as of this version
+        self.mirror: ObjectUrl | None = None  # an object of the same bytes as the input file
         self.reusable = store.answered_digests(job_id)  # answered before: kept if the same
         self.mine: set[int] = set()  # chunks this run queued already (by the C path)
         self.counted = 0  # chunks whose cases were reported already (by the C path)
@@ -477,8 +485,8 @@ class _Production:
         those the scanner queued (both cut the same chunks), once the bytes they were cut
         from are read again alike."""
         limits, self.name = settings.limits, name
-        if isinstance(path, ObjectUrl):  # workers read their ranges of it
-            self.file = str(path)
+        if isinstance(path, ObjectUrl) or self.mirror:  # workers read their ranges of it
+            self.file = str(self.mirror or path)
         elif settings.file_payloads and (spooled or _regular(path)):  # workers read it
             self.file = str(path.resolve())
         scan = scanner(self.problem)
@@ -512,7 +520,10 @@ class _Production:
     def queue_places(self, path: Path | ObjectUrl, pieces: list[_Piece], version: str) -> None:
         """Queue the chunks of a plan (see _plan): places in the input, each with its
         digest."""
-        self.file = str(path) if isinstance(path, ObjectUrl) else str(path.resolve())
+        if isinstance(path, ObjectUrl) or self.mirror:
+            self.file = str(self.mirror or path)
+        else:
+            self.file = str(path.resolve())
         self.name, self.version = str(path), version
         for piece in pieces:
             place = (self.file, piece.offset, piece.length, piece.digest, version)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import secrets
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -15,9 +16,16 @@ from pipeline import collector, escape, files, objects, producer
 from pipeline.collector import INVALID_WORD
 from pipeline.config import LANES, Settings, default_state_dir, lane_queue, worker_settings
 from pipeline.connections import this_process
-from pipeline.errors import GamebatchError, InputError, JobLost, UnknownJob
+from pipeline.errors import (
+    GamebatchError,
+    InputError,
+    JobCancelled,
+    JobFailed,
+    JobLost,
+    UnknownJob,
+)
 from pipeline.files import OutputError
-from pipeline.jobs import Jobs
+from pipeline.jobs import Jobs, drop_payload
 from pipeline.jobstate import JobCounters, JobState, is_job_id
 from pipeline.jobstore import JobStore
 from pipeline.local import producers
@@ -307,23 +315,45 @@ class _SolveRun:
             c.ensure()  # a big input is likely new work: the workers' start overlaps the hashing
 
         def submit() -> producer.Submitted:
-            return producer.submit(
-                self.problem,
-                item.input,
-                c.store,
-                send,
-                c.settings,
-                window=c.settings.chunk.window,
-                keep_going=self.keep_going,
-                lane=producer.choose_lane(item.input, c.settings, self.lane),
-                on_cases=self.progress.add_total,
-                on_progress=on_progress,
-                source=item.source,
-                name=item.name,
-                spooled=item.spooled,
-            )
+            mirror = self._mirror(item, small)
+            try:
+                done = producer.submit(
+                    self.problem,
+                    item.input,
+                    c.store,
+                    send,
+                    c.settings,
+                    window=c.settings.chunk.window,
+                    keep_going=self.keep_going,
+                    lane=producer.choose_lane(item.input, c.settings, self.lane),
+                    on_cases=self.progress.add_total,
+                    on_progress=on_progress,
+                    source=item.source,
+                    name=item.name,
+                    spooled=item.spooled,
+                    mirror=mirror,
+                )
+            except BaseException:
+                if mirror is not None:
+                    objects.remove(mirror)
+                raise
+            if mirror is not None and done.queued == 0:  # no chunk of this run reads it
+                objects.remove(mirror)
+            return done
 
         return producer.retry_when_lost(submit, item.input, self.report)
+
+    def _mirror(self, item: FileJob, small: bool) -> ObjectUrl | None:
+        """The payload store's copy of an input file that the workers cannot see (its chunks
+        name ranges of it): uploaded now, or None when it needs none."""
+        s = self.c.settings
+        if not s.payload_store or s.file_payloads or small or not isinstance(item.input, Path):
+            return None
+        if item.source is not None:
+            return None
+        url = ObjectUrl(f"{s.payload_store}/inputs/{secrets.token_hex(12)}/{item.input.name}")
+        objects.upload(item.input, url)
+        return url
 
     @cached_property
     def sharing(self) -> Sharing:
@@ -386,7 +416,11 @@ def collect(
 
     With invalid cases (keep-going mode) their errors go to OUTPUT.errors (or stderr).
     """
-    done = wait(c, job_id, timeout=timeout, progress=progress, idle=idle, produced=produced)
+    try:
+        done = wait(c, job_id, timeout=timeout, progress=progress, idle=idle, produced=produced)
+    except (JobFailed, JobCancelled):
+        drop_payload(c.store, job_id)
+        raise
     invalid = c.store.invalid(job_id)
     if not isinstance(output, Path | ObjectUrl):
         stream = sys.stdout if output is None else output
@@ -408,6 +442,7 @@ def collect(
                 f"{exc}; the answers are kept: `gamebatch collect {job_id} -o FILE` writes them"
             ) from None
     collector.finish(c.store, job_id, c.settings.result_ttl)
+    drop_payload(c.store, job_id)
     return done, len(invalid)
 
 

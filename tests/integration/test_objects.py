@@ -196,3 +196,35 @@ def test_a_bad_or_missing_object_is_one_line_and_leaves_no_result(s3: S3) -> Non
     )
     assert done.returncode == 0, done.stderr
     assert s3.get("out/good.out") == _expected("2\n1 1\nab\n1 2\nab\n", None).encode()
+
+
+@pytest.mark.integration
+def test_a_local_input_goes_through_the_payload_store_not_redis_and_leaves_nothing(
+    s3: S3, redis_server: RedisServer, tmp_path: Path, reference: dict[str, Path] | None
+) -> None:
+    if shutil.which("unshare") is None or os.geteuid() != 0:
+        pytest.skip("needs unshare and root for a mount namespace")
+    problem = get_problem("strgame")
+    text = input_text(problem, random_cases(problem, "random", 20_000, 200, seed=26))
+    given = tmp_path / "producer" / "data.in"
+    given.parent.mkdir()
+    given.write_text(text)
+    pool = Workers(redis_server.url, tmp_path.parent)
+    try:
+        pool.start(concurrency=2, prefix=_hidden([tmp_path]), **s3.env)
+        client = redis.Redis.from_url(redis_server.url)
+        before = int(client.info("memory")["used_memory"])
+        # without the store these workers could not read the file: chunks would carry bytes
+        # (Redis's peak then grows by about twice the input)
+        env = {**s3.env, "GAMEBATCH_PAYLOAD_STORE": f"s3://{BUCKET}/spool/"}
+        out = tmp_path / "producer" / "data.out"
+        args = ("solve", "-q", "-p", "strgame", "--broker", redis_server.url, str(given))
+        done = _gamebatch(*args, "-o", str(out), env=env)
+        assert done.returncode == 0, done.stderr
+        peak = int(client.info("memory")["used_memory_peak"])
+        kept = s3.client.list_objects_v2(Bucket=BUCKET, Prefix="spool/").get("KeyCount")
+    finally:
+        pool.stop()
+    assert out.read_text() == _expected(text, reference)
+    assert peak - before < len(text) // 10, (peak - before, len(text))
+    assert kept == 0 and s3.unfinished_uploads() == []  # the copy went with the job
