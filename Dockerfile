@@ -20,7 +20,7 @@ COPY configs ./configs
 COPY --from=build /wheels /wheels
 # Fail the build rather than ship the pure-Python solver, which is 10-50x slower.
 # The wheel by its path, so that no package of the same name on PyPI can take its place.
-RUN wheel=$(ls /wheels/gamebatch-*.whl) && pip install --no-cache-dir "$wheel[monitor]" \
+RUN wheel=$(ls /wheels/gamebatch-*.whl) && pip install --no-cache-dir "$wheel[monitor,s3]" \
     && rm -rf /wheels && python -c "import pipeline.games._trie, pipeline.games._pathgame"
 USER gamebatch
 ENV GAMEBATCH_CONFIG=/app/configs/cluster.yaml

@@ -87,6 +87,17 @@ def test_the_api_is_local_needs_tokens_and_keeps_its_spool(
     assert "chown gamebatch /spool" in (ROOT / "Dockerfile").read_text()
 
 
+def test_the_object_store_is_opt_in_local_and_shares_its_keys(compose: dict[str, Any]) -> None:
+    minio = compose["services"]["minio"]
+    assert minio["profiles"] == ["objects"]  # `docker compose up` alone does not start it
+    assert all(port.startswith("127.0.0.1:") for port in minio["ports"])
+    assert minio["environment"]["MINIO_ROOT_PASSWORD"] == "${AWS_SECRET_ACCESS_KEY:-}"
+    for service in ("worker", "api", "cli"):  # every reader of objects has the same keys
+        env = compose["services"][service]["environment"]
+        assert env["AWS_SECRET_ACCESS_KEY"] == "${AWS_SECRET_ACCESS_KEY:-}"
+        assert env["AWS_ENDPOINT_URL"].endswith("http://minio:9000}")
+
+
 def test_worker_only_file_for_other_machines(monkeypatch: pytest.MonkeyPatch) -> None:
     doc = yaml.safe_load((ROOT / "docker-compose.worker.yml").read_text())
     assert set(doc["services"]) == {"worker"}
