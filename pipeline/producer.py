@@ -371,7 +371,11 @@ def _died_here(holder: str) -> bool:
         return True
     except OSError:
         return False  # alive, another user's
-    return False
+    try:  # a zombie (its parent has not reaped it yet, e.g. a subreaper that never will) is gone
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state == "Z"
 
 
 class _Renewal:
