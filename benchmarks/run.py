@@ -618,6 +618,12 @@ def _judging(data: Path, quick: bool) -> list[Row]:
     return judging(data, quick)
 
 
+def _transports(data: Path, quick: bool) -> list[Row]:
+    from benchmarks.transports import transports
+
+    return transports(data, quick)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes (CI)")
@@ -645,6 +651,7 @@ def main() -> int:
         "http_service": lambda: _http_service(data, args.quick),
         "grading": lambda: _grading(data, ref, args.quick),
         "judging": lambda: _judging(data, args.quick),
+        "transports": lambda: _transports(data, args.quick),
     }
     rows: list[Row] = []
     for name, suite in suites.items():
