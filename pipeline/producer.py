@@ -114,18 +114,14 @@ def submit(
     chunks are reused only for the very same bytes. `window` > 0 bounds the chunks of this
     run in flight. Bad input removes the job and raises InputError, unless `keep_going`
     (invalid cases are recorded). A `source` is an input not yet whole (an upload);
-    messages call the file `name`. With `file_payloads`, chunks name their place in a
-    regular (or `spooled`: only appended to) file instead of carrying its bytes; an object's
-    chunks always name their place in it (workers read their own ranges), as do those of a
-    file whose bytes are also the object `mirror` (the payload store's copy).
+    messages call the file `name`. Chunks name their place in an object, in a file whose
+    copy is the object `mirror`, or (`file_payloads`) in a regular or `spooled` file.
     """
-    if mirror is not None:
+    if mirror is not None:  # its chunks are places (in the copy)
         settings = settings.model_copy(update={"file_payloads": True})
     plan, digest = _first_reading(problem, path, settings, source, keep_going)
     job_id = job_id_for(problem, digest, keep_going)
-    fields = _manifest(problem, path, settings, lane)
-    if mirror is not None:
-        fields[PAYLOAD_OBJECT] = str(mirror)
+    fields = _manifest(problem, path, settings, lane, mirror)
     token = f"{this_process()}:{secrets.token_hex(8)}"
     claimed = _claim(store, job_id, fields, token, settings, on_progress=on_progress)
     if isinstance(claimed, JobCounters):
@@ -431,9 +427,10 @@ def retry_when_lost(
 
 
 def _manifest(
-    problem: Problem, path: Path | ObjectUrl, settings: Settings, lane: str
+    problem: Problem, path: Path | ObjectUrl, settings: Settings, lane: str, mirror: str | None
 ) -> dict[str, str | int]:
     return {
+        **({PAYLOAD_OBJECT: mirror} if mirror else {}),
         "problem": problem.name,
         "input": path.name,
         "target_work": settings.chunk.target_work,

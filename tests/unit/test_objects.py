@@ -1,0 +1,45 @@
+"""Object URLs where paths may stand: parsing, names, which URLs a chunk may name."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pipeline.config import load_settings
+from pipeline.errors import UsageError
+from pipeline.messages import BadPayload, FilePayload, decode_payload
+from pipeline.objects import ObjectUrl, is_remote, place, shown
+
+
+def test_a_place_is_a_path_a_file_url_or_an_object() -> None:
+    assert place("in/x.in") == Path("in/x.in")
+    assert place("file:///tmp/a%20b.in") == Path("/tmp/a b.in")
+    found = place("s3://bucket/deep/x.in")
+    assert isinstance(found, ObjectUrl) and found.name == "x.in"
+    assert place("s3://bucket/out/") / "x.in.out" == "s3://bucket/out/x.in.out"
+    with pytest.raises(UsageError, match="unknown URL scheme ftp://"):
+        place("ftp://host/x.in")
+
+
+def test_a_url_is_shown_without_its_user_and_password() -> None:
+    assert shown("https://user:secret@host/x.in") == "https://host/x.in"
+    assert "secret" not in shown("HTTPS://user:secret@host/x.in")
+
+
+def test_a_chunk_may_name_an_objects_range_but_never_a_file_url() -> None:
+    digest = "0" * 64
+    ranged = FilePayload("strgame", 1, 2, "s3://bucket/x.in", 10, 20, digest, "etag-1")
+    decoded = decode_payload(ranged.encode())
+    assert decoded == ranged and isinstance(decoded, FilePayload) and decoded.remote
+    assert not is_remote("file:///etc/shadow") and not is_remote("/etc/shadow")
+    for path in ("file:///etc/shadow", "relative/x.in", "gopher://host/x"):
+        planted = FilePayload("strgame", 1, 2, path, 0, 20, digest).encode()
+        with pytest.raises(BadPayload):
+            decode_payload(planted)
+
+
+def test_the_payload_store_is_an_object_stores_url() -> None:
+    assert load_settings(payload_store="s3://bucket/spool/").payload_store == "s3://bucket/spool"
+    with pytest.raises(UsageError, match="payload store"):
+        load_settings(payload_store="/srv/spool")
