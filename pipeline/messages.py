@@ -10,8 +10,9 @@ from typing import Any
 
 from blake3 import blake3
 
+from pipeline.errors import UsageError
 from pipeline.jobstate import is_job_id
-from pipeline.objects import is_remote
+from pipeline.objects import is_remote, read_range
 
 # A chunk's answers travel as one ASCII character per case: character i of ANSWER_CODES for
 # answer word i of the game, INVALID_CODE for a case that --keep-going let through. Redis
@@ -188,9 +189,6 @@ class FilePayload:
             os.close(fd)
 
     def _object(self) -> bytes:
-        from pipeline.errors import UsageError
-        from pipeline.objects import read_range
-
         try:
             return read_range(self.path, self.offset, self.length)
         except UsageError as exc:

@@ -145,7 +145,7 @@ def upload(path: Path, url: str) -> None:
 def remove(url: str) -> None:
     """Delete the object (one that is gone already is no error)."""
     fs, path = _fs(url)
-    with contextlib.suppress(FileNotFoundError):
+    with _errors(url), contextlib.suppress(FileNotFoundError):
         fs.rm_file(path)
 
 
@@ -184,7 +184,6 @@ def _fs(url: str) -> tuple[Any, str]:
         raise UsageError(f"{url} is not a URL")
     try:
         import fsspec
-        from fsspec.core import split_protocol
     except ImportError:
         raise UsageError(f"reading {kind}:// needs fsspec: pip install 'gamebatch[s3]'") from None
     key = (os.getpid(), kind)
@@ -198,7 +197,7 @@ def _fs(url: str) -> tuple[Any, str]:
                 f"cannot use {kind}:// URLs here ({exc}): pip install 'gamebatch[{extra}]'"
             ) from None
     fs = _FILESYSTEMS[key]
-    return fs, fs._strip_protocol(split_protocol(url)[1] if kind == "file" else url)
+    return fs, fs._strip_protocol(url)
 
 
 @contextmanager

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import sys
@@ -333,9 +334,10 @@ class _SolveRun:
                     spooled=item.spooled,
                     mirror=mirror,
                 )
-            except BaseException:
+            except GamebatchError:  # the job is abandoned (an interrupted one goes on)
                 if mirror is not None:
-                    objects.remove(mirror)
+                    with contextlib.suppress(GamebatchError):
+                        objects.remove(mirror)
                 raise
             if mirror is not None and done.queued == 0:  # no chunk of this run reads it
                 objects.remove(mirror)

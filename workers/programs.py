@@ -4,7 +4,6 @@ this host, in the sandbox, then run on the chunk's cases, each case judged
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
 import hashlib
 import json
@@ -44,15 +43,14 @@ class Memory:
     job_id: str
     ttl: int
 
-    def kept(self, program: str, keys: list[str]) -> list[bytes | None]:
+    def kept(self, program: str, keys: list[str]) -> list[CaseVerdict | None]:
         """Kept verdicts of these cases (one that does not parse counts as none)."""
-        found = self.store.kept_verdicts(program, keys)
-        for i, value in enumerate(found):
-            with contextlib.suppress(ValueError):
-                if value is not None:
-                    decode_verdict(value)
-                    continue
-            found[i] = None
+        found: list[CaseVerdict | None] = []
+        for value in self.store.kept_verdicts(program, keys):
+            try:
+                found.append(None if value is None else decode_verdict(value))
+            except ValueError:
+                found.append(None)
         return found
 
 
@@ -92,7 +90,7 @@ class Runner:
             memory.store.note_judged(memory.job_id, program, failed=True, run=0, kept=0)
             return _letters(compile_error(len(words), built), payload.file, payload.first)
         keys = [case_key(case, word) for case, word in zip(payload.cases, words, strict=True)]
-        known = [None if v is None else decode_verdict(v) for v in memory.kept(program, keys)]
+        known = memory.kept(program, keys)
         limits = Limits(*payload.limits)
         found, fresh = judge_known(
             words,
