@@ -33,6 +33,9 @@ gb:table:{name}           string shared tables (Grundy tables), computed once pe
 gb:verdicts:{key}         string one output file's verdicts (JSON: letters, first mismatches,
                                  extra output), keyed by what they depend on (see
                                  grade_service.file_key); expire after result_ttl
+gb:judged:{program}       hash   a judged program's kept verdicts: case key -> verdict (judging.
+                                 case_key, encode_verdict); expires result_ttl after the latest
+gb:bodies:{key}           string one output file's rendered report bodies (see report_bodies)
 gb:api:job:{job}          hash   the HTTP service's record of an uploaded job: name as
                                  uploaded, state, error, result checksum, callback state
 gb:api:jobs               zset   uploaded job ids by upload time (the listing's order)

@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 import redis
 
+from pipeline import keys
+from pipeline.jobstore import JobStore
 from pipeline.local.children import terminate
 from pipeline.local.redis_server import RedisServer
 from pipeline.registry import get_problem
@@ -152,6 +154,24 @@ def test_a_whole_job_runs_with_the_role_users(
     admin = acl_redis.client("admin")
     denied = [e for e in admin.execute_command("ACL", "LOG") if not _setinfo(admin, e)]
     assert denied == [], f"refused while the job ran: {denied}"
+
+
+def test_the_worker_may_sweep_and_keep_verdicts(acl_redis: AclRedis) -> None:
+    """What a worker does now and then (a sweep round) or only for judged programs, which a
+    short job may never reach: the whole-job test above cannot be relied on for these."""
+    store = JobStore(acl_redis.client("worker"))
+    acl_redis.client("client").hset(keys.job("strgame-x"), "state", "running")
+    for _ in range(2):
+        assert store.sweep_candidates(further=1) is not None
+    store.note_swept(["strgame-x"], [])
+    store.note_swept([], ["strgame-x"])
+    store.keep_verdicts("prog", {"case": "AC"}, 60)
+    assert store.kept_verdicts("prog", ["case", "other"]) == [b"AC", None]
+    store.note_judged("strgame-x", "prog", failed=False, run=1, kept=1)
+    admin = acl_redis.client("admin")
+    assert admin.hget(keys.job("strgame-x"), "cases_run") == b"1"
+    denied = [e for e in admin.execute_command("ACL", "LOG") if not _setinfo(admin, e)]
+    assert denied == [], denied
 
 
 def _setinfo(admin: redis.Redis, entry: dict[bytes, object]) -> bool:
