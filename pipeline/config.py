@@ -82,6 +82,7 @@ class ServerSettings(Section):
     webhook_senders: int = Field(4, gt=0)  # threads of each runner that send callbacks
     header_timeout: float = Field(10.0, gt=0)  # seconds for a request's headers to arrive
     body_timeout: float = Field(30.0, gt=0)  # a body that sends nothing this long gets 408
+    keep_alive: float = Field(10.0, gt=0)  # seconds between comment lines on an idle event feed
 
     @field_validator("tokens", mode="before")
     @classmethod

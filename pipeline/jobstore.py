@@ -268,6 +268,7 @@ class JobStore:
             keys.answers(job_id),
             keys.producer(job_id),
             keys.errors(job_id),
+            *(keys.job_field(job_id, name) for name in ("attempts", "requeued", "cursor")),
         ]
         return Put(int(self._put(keys=keys_, args=[index, payload, digest, token])))
 

@@ -211,7 +211,9 @@ class MemoryStore:
                 m["done_chunks"] = str(int(m.get("done_chunks", 0)) - 1)
                 m["done_cases"] = str(int(m.get("done_cases", 0)) - len(codes))
             job.sums[index] = digest
-        job.errors.pop(index, None)
+        if job.errors.pop(index, None) is not None:  # a failed chunk starts afresh
+            for runs in (job.attempts, job.requeued, job.cursor):
+                runs.pop(index, None)
         job.payloads[index] = payload
         return Put.STORED
 

@@ -44,7 +44,6 @@ from pipeline.server.webhooks import CallbackRefused, check_callback
 
 log = logging.getLogger("gamebatch.server")
 EVENT_WAIT_MS = 5_000  # one blocking read of the event stream, at most
-KEEP_ALIVE_SECONDS = 10.0  # a comment line keeps an idle event stream open this often
 MAX_BATCH_BYTES = 1 << 20  # the JSON body of POST /v1/batches
 
 
@@ -351,7 +350,8 @@ def _block_ms(client: Any) -> int:
 
 async def _stream(service: Service, request: Request, since: str, job: str | None) -> Any:
     yield b"retry: 2000\n\n"
-    block = _block_ms(service.events)
+    keep_alive = service.settings.server.keep_alive
+    block = min(_block_ms(service.events), max(50, int(keep_alive * 1000)))
     written = time.monotonic()
     while not await request.is_disconnected():
         try:
@@ -369,6 +369,6 @@ async def _stream(service: Service, request: Request, since: str, job: str | Non
                 kind = json.loads(data)["type"]
                 yield f"id: {token}\nevent: {kind}\ndata: {data}\n\n".encode()
                 written = time.monotonic()
-        if time.monotonic() - written >= KEEP_ALIVE_SECONDS:
+        if time.monotonic() - written >= keep_alive:
             yield b": keep-alive\n\n"
             written = time.monotonic()

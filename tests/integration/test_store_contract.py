@@ -71,6 +71,25 @@ def test_attempts_leases_and_abandoned_chunks(store: tuple[Store, Advance]) -> N
     assert s.progress(JOB).failures == {1: "case 2: boom"}  # type: ignore[union-attr]
 
 
+def test_a_failed_chunk_queued_again_starts_afresh(store: tuple[Store, Advance]) -> None:
+    """Its failure ended its runs: a rerun of the job neither counts them against the
+    worker-death budget nor solves case by case (as after a death); a chunk put again
+    without having failed keeps its count."""
+    s, _ = store
+    s.open_job(JOB, {"problem": "strgame"})
+    assert s.claim_production(JOB, "p1", 30)
+    for index in (0, 1):
+        assert s.put_chunk(JOB, index, b"x", "d", "p1") == Put.STORED
+        assert s.begin_chunk(JOB, index, "w1", 30).attempt == 1
+    s.set_cursor(JOB, 0, 5)
+    s.fail_chunk(JOB, 0, "changed after it was queued")
+    for index in (0, 1):
+        assert s.put_chunk(JOB, index, b"x", "d", "p1") == Put.STORED
+    assert s.cursor(JOB, 0) is None and s.progress(JOB).failures == {}  # type: ignore[union-attr]
+    assert s.begin_chunk(JOB, 0, "w2", 30).attempt == 1
+    assert s.begin_chunk(JOB, 1, "w2", 30).attempt == 2
+
+
 def test_one_producer_and_answers_of_the_bytes_in_force(store: tuple[Store, Advance]) -> None:
     """Only the job's producer queues its chunks; answers are kept only for the payload whose
     digest is the chunk's (a run of a replaced payload stores nothing); a final plan takes

@@ -10,7 +10,7 @@ import pytest
 from tests.conftest import compile_reference
 from tests.soak.soak import WorkerHost, run
 
-SECONDS = float(os.environ.get("GAMEBATCH_SOAK_SECONDS", "15"))
+SECONDS = float(os.environ.get("GAMEBATCH_SOAK_SECONDS", "10"))
 SEED = int(os.environ.get("GAMEBATCH_SOAK_SEED", "20261201"))
 
 
