@@ -30,6 +30,7 @@ FAULT_ENV = {
     "GAMEBATCH_LEASE_SECONDS": "2",
     "GAMEBATCH_STALL_SECONDS": "3",
 }
+CASES = 1000  # of the fault dataset (one chunk each): a kill at a fifth of it leaves 800
 PLUGIN_DIR = Path(__file__).resolve().parents[1] / "plugin_nim"
 
 
@@ -45,7 +46,7 @@ def _independent_oracle(request: pytest.FixtureRequest) -> None:
         _ORACLE.clear()  # no g++ here: the solver's answers, checked elsewhere by stress
 
 
-def dataset(folder: Path, cases: int = 4000) -> tuple[Path, str]:
+def dataset(folder: Path, cases: int = CASES) -> tuple[Path, str]:
     """A strgame file and its expected result (the reference program's when available)."""
     problem = get_problem("strgame")
     path = folder / "data.in"
@@ -91,7 +92,7 @@ def test_whole_worker_killed_mid_job(
     path, expected = dataset(tmp_path)
     first = workers.start(concurrency=2, **FAULT_ENV)
     solve = start_solve(str(path), "-o", str(tmp_path / "out"), "--broker", redis_server.url)
-    wait_for_progress(redis_server.url, 0.2, 4000)
+    wait_for_progress(redis_server.url, 0.2, CASES)
     os.killpg(first.pid, signal.SIGKILL)  # the worker and its pool, like a machine lost
     workers.start(concurrency=2, **FAULT_ENV)
     finish(solve)
@@ -113,7 +114,7 @@ def test_workers_recover_a_detached_job_from_a_lost_worker(
         check=True,
     )
     job = submitted.stdout.split()[-1]
-    wait_for_progress(redis_server.url, 0.2, 4000)
+    wait_for_progress(redis_server.url, 0.2, CASES)
     os.killpg(first.pid, signal.SIGKILL)  # a machine lost, its chunks unacknowledged for an hour
     if messages_lost:  # and the queued messages with it (the broker's data lost, say)
         client = JobStore.from_url(redis_server.url).client
@@ -149,7 +150,7 @@ def test_pool_child_killed_mid_job(
     solve = start_solve(
         str(path), "-o", str(tmp_path / "out"), "--broker", redis_server.url, env=slow_recovery
     )
-    wait_for_progress(redis_server.url, 0.2, 4000)
+    wait_for_progress(redis_server.url, 0.2, CASES)
     (celery,) = _children(worker.pid)  # gamebatch worker -> celery worker -> pool processes
     pool = _children(celery)
     client = redis.Redis.from_url(redis_server.url)
@@ -182,7 +183,7 @@ def test_collector_killed_and_rerun(
     workers.start(concurrency=1, **FAULT_ENV)
     out = tmp_path / "out"
     solve = start_solve(str(path), "-o", str(out), "--broker", redis_server.url)
-    wait_for_progress(redis_server.url, 0.2, 4000)
+    wait_for_progress(redis_server.url, 0.2, CASES)
     solve.kill()
     solve.communicate()
     assert not out.exists()
@@ -267,7 +268,7 @@ def test_embedded_solve_killed_and_rerun(tmp_path: Path) -> None:
         time.sleep(0.02)
     port = (state / "port").read_text()
     url = f"redis://:{(state / 'password').read_text().strip()}@127.0.0.1:{port}/0"
-    wait_for_progress(url, 0.2, 4000)
+    wait_for_progress(url, 0.2, CASES)
     solve.kill()  # SIGKILL: no clean-up in the process itself
     solve.communicate()
     deadline = time.monotonic() + 20  # its Redis and workers follow it (parent-death signal)
@@ -293,7 +294,7 @@ def test_redis_restarted_with_append_only_file_mid_job(tmp_path: Path, workers: 
     try:
         workers.start(concurrency=2, **FAULT_ENV)
         solve = start_solve(str(path), "-o", str(tmp_path / "out"), "--broker", server.url)
-        wait_for_progress(server.url, 0.2, 4000)
+        wait_for_progress(server.url, 0.2, CASES)
         store = JobStore.from_url(server.url)
         (job,) = store.jobs()
         created = (store.manifest(job) or {})["created"]
