@@ -46,3 +46,17 @@ def chunk_cases(
                 index, first, pending, pending_work = index + 1, first + len(pending), [], 0
     if pending:
         yield Chunk(index, first, pending, pending_work)
+
+
+def place_cut(
+    target_work: int, max_cases: int, size: int, scale: int, spread: int
+) -> tuple[int, int]:
+    """The (target work, max cases) of chunks that name their place in a file or object.
+
+    Such a chunk costs Redis the same however many bytes it names, so it grows with the
+    input, up to `scale` times the cut of a chunk that carries its bytes, while the input
+    still makes about `spread` chunks (a unit of work is about a byte of the built-in
+    games' inputs): fewer messages per byte, and as many chunks as workers to share them.
+    """
+    times = max(1, min(scale, size // max(spread * target_work, 1)))
+    return target_work * times, max_cases * times

@@ -28,6 +28,10 @@ class ChunkSettings(Section):
 
     target_work: int = Field(4_000_000, gt=0)  # a chunk's work (about 30 ms of solving)
     max_cases: int = Field(200_000, gt=0)  # tiny cases: a chunk of 2 MB of input, 15 ms
+    # a chunk that names its place in a file or object (not its bytes) grows with the input,
+    # up to place_scale times the above, while the input still makes place_spread chunks
+    place_scale: int = Field(10, ge=1)
+    place_spread: int = Field(16, gt=0)
     window: int = Field(256, ge=0)  # chunks in flight while `solve` produces; 0: no limit
     window_bytes: int = Field(256 << 20, gt=0)  # and their payload bytes at most
     local_cases: int = Field(100_000, ge=0)  # a comparison job this small runs in `grade`

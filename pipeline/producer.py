@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Protocol
 
-from pipeline.chunking import Chunk, chunk_cases
+from pipeline.chunking import Chunk, chunk_cases, place_cut
 from pipeline.config import Settings
 from pipeline.connections import this_process
 from pipeline.errors import InputError, JobCancelled, JobLost, UsageError
@@ -121,7 +121,7 @@ def submit(
         settings = settings.model_copy(update={"file_payloads": True})
     plan, digest = _first_reading(problem, path, settings, source, keep_going)
     job_id = job_id_for(problem, digest, keep_going)
-    fields = _manifest(problem, path, settings, lane, mirror)
+    fields = _manifest(problem, path, settings, lane, mirror=mirror, cut=plan.cut if plan else None)
     token = f"{this_process()}:{secrets.token_hex(8)}"
     claimed = _claim(store, job_id, fields, token, settings, on_progress=on_progress)
     if isinstance(claimed, JobCounters):
@@ -192,11 +192,12 @@ def _first_reading(
         if not plain:
             with open_read(path) as stream:
                 return None, _HashingReader(stream, path).rest_digest()
-        plan = _plan(problem, path, settings, object_stat(path).version)
+        found = object_stat(path)
+        plan = _plan(problem, path, settings, found.size, found.version)
         return plan, plan.digest
     if not (plain and settings.file_payloads and _regular(path)):
         return None, checksum(path)
-    plan = _plan(problem, path, settings)
+    plan = _plan(problem, path, settings, path.stat().st_size)
     return plan, plan.digest
 
 
@@ -207,10 +208,13 @@ def _opener(path: Path | ObjectUrl) -> Opener:
     return lambda: path.open("rb")
 
 
-def _plan(problem: Problem, path: Path | ObjectUrl, settings: Settings, version: str = "") -> _Plan:
-    """Hash the input, and cut it into chunks on the way (see _first_reading)."""
-    scan, limits = scanner(problem), settings.limits
-    cut = (settings.chunk.target_work, settings.chunk.max_cases)
+def _plan(
+    problem: Problem, path: Path | ObjectUrl, settings: Settings, size: int, version: str = ""
+) -> _Plan:
+    """Hash the input, and cut it into chunks on the way (see _first_reading): chunks that
+    name their place, cut by its size (chunking.place_cut)."""
+    scan, limits, chunk = scanner(problem), settings.limits, settings.chunk
+    cut = place_cut(chunk.target_work, chunk.max_cases, size, chunk.place_scale, chunk.place_spread)
     assert scan is not None
     try:
         with _opener(path)() as raw, _HashedAside(raw) as stream:
@@ -221,8 +225,8 @@ def _plan(problem: Problem, path: Path | ObjectUrl, settings: Settings, version:
                         scan, stream, Limits(*cut, limits.max_token_bytes, limits.max_file_bytes)
                     )
                 ]
-            except Deferred:  # the Python reader judges it, in a second reading
-                pieces = None
+            except Deferred:  # the Python reader judges it, in a second reading, and its
+                pieces, cut = None, (chunk.target_work, chunk.max_cases)  # chunks carry bytes
             return _Plan(stream.rest_digest(), cut, pieces, version)
     except OSError as exc:
         raise UsageError(f"cannot read {path}: {exc.strerror}") from None
@@ -427,14 +431,22 @@ def retry_when_lost(
 
 
 def _manifest(
-    problem: Problem, path: Path | ObjectUrl, settings: Settings, lane: str, mirror: str | None
+    problem: Problem,
+    path: Path | ObjectUrl,
+    settings: Settings,
+    lane: str,
+    *,
+    mirror: str | None,
+    cut: tuple[int, int] | None,
 ) -> dict[str, str | int]:
+    """A new job's manifest; `cut` is its plan's (else the settings' chunks)."""
+    target_work, max_cases = cut or (settings.chunk.target_work, settings.chunk.max_cases)
     return {
         **({PAYLOAD_OBJECT: mirror} if mirror else {}),
         "problem": problem.name,
         "input": path.name,
-        "target_work": settings.chunk.target_work,
-        "max_cases": settings.chunk.max_cases,
+        "target_work": target_work,
+        "max_cases": max_cases,
         "lane": lane,
         "producer": this_process(),
     }

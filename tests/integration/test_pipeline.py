@@ -24,7 +24,7 @@ from workers.runner import Outcome, run_chunk
 
 pytestmark = pytest.mark.integration
 
-SMALL_CHUNKS = {"GAMEBATCH_CHUNK__TARGET_WORK": "300"}
+SMALL_CHUNKS = {"GAMEBATCH_CHUNK__TARGET_WORK": "300", "GAMEBATCH_CHUNK__PLACE_SCALE": "1"}
 
 
 def gamebatch(*args: str, env: dict[str, str] | None = None, timeout: float = 120):

@@ -52,7 +52,9 @@ def test_every_chunk_is_run_once_by_the_command_or_a_worker(
     workers.start(GAMEBATCH_FILE_PAYLOADS="true")  # local workers: they see the command's files
     c = _cluster(redis_server.url)
     settings = c.settings.model_copy(
-        update={"chunk": c.settings.chunk.model_copy(update={"target_work": 2000})}
+        update={
+            "chunk": c.settings.chunk.model_copy(update={"target_work": 2000, "place_scale": 1})
+        }
     )
     share = c.sharing()
     if queue_all:

@@ -346,7 +346,10 @@ def test_the_service_keeps_the_workers_for_the_next_command_with_the_same_settin
 ) -> None:
     problem = get_problem("pathgame")
     inputs = []
-    small = {"GAMEBATCH_CHUNK__TARGET_WORK": "20000"}  # many chunks: workers take some
+    small = {  # many chunks: workers take some
+        "GAMEBATCH_CHUNK__TARGET_WORK": "20000",
+        "GAMEBATCH_CHUNK__PLACE_SCALE": "1",
+    }
     for seed in range(3):  # more than chunk.local_bytes: not solved by the command alone
         path = tmp_path / f"p{seed}.in"
         path.write_text(input_text(problem, random_cases(problem, "random", 400, 1000, seed)))

@@ -42,6 +42,7 @@ _ENV = {  # quick recovery, and many small chunks so that faults land in the mid
     "GAMEBATCH_LEASE_SECONDS": "3",
     "GAMEBATCH_STALL_SECONDS": "4",
     "GAMEBATCH_CHUNK__TARGET_WORK": "40000",
+    "GAMEBATCH_CHUNK__PLACE_SCALE": "1",  # as many chunks when they name their place
     "GAMEBATCH_WARM_SECONDS": "0",
 }
 

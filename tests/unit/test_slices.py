@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from pipeline import producer, slices
-from pipeline.chunking import chunk_cases
+from pipeline.chunking import chunk_cases, place_cut
 from pipeline.config import load_settings
 from pipeline.errors import InputError
 from pipeline.memstore import MemoryStore
@@ -337,8 +337,9 @@ def _input(tmp_path: Path, problem: Any, count: int) -> Path:
 
 
 def _submitted_by_reference(problem: Any, path: Path) -> tuple[MemoryStore, str, list[int]]:
-    """The input queued as file references: the store, the job and the chunks sent."""
-    settings = load_settings(chunk={"target_work": 300}, file_payloads=True)
+    """The input queued as file references (cut as chunks of bytes would be): the store,
+    the job and the chunks sent."""
+    settings = load_settings(chunk={"target_work": 300, "place_scale": 1}, file_payloads=True)
     store, sent = MemoryStore(), []
     done = submit(problem, path, store, lambda job, i: sent.append(i), settings)
     return store, done.job_id, sent
@@ -368,6 +369,35 @@ def test_a_file_whose_workers_read_it_is_read_once(
     fresh.open_job(job, {"problem": game, "target_work": 300, "max_cases": 200_000})
     again = submit(problem, path, fresh, lambda j, i: None, other)
     assert readings == ["again"] and again.chunks == len(sent)  # the job's own cut
+
+
+def test_places_grow_with_the_input_up_to_their_scale() -> None:
+    assert place_cut(300, 10, 64 * 300 - 1, 10, 64) == (300, 10)  # too few chunks to grow
+    assert place_cut(300, 10, 3 * 64 * 300, 10, 64) == (900, 30)
+    assert place_cut(300, 10, 10**12, 10, 64) == (3000, 100)  # never past the scale
+    assert place_cut(300, 10, 10**12, 1, 64) == (300, 10)
+
+
+def test_chunks_that_name_their_place_are_larger_and_answer_the_same(tmp_path: Path) -> None:
+    """Fewer, larger chunks once they carry no bytes; the job's manifest holds the cut (a
+    second producer cuts the same); chunks that carry bytes keep the settings' cut."""
+    problem = _problem("strgame")
+    path = _input(tmp_path, problem, 300)
+    _, _, small = _submitted_by_reference(problem, path)
+    grow = {"target_work": 300, "place_spread": 2, "place_scale": 3}
+    store, sent = MemoryStore(), []
+    settings = load_settings(chunk=grow, file_payloads=True)
+    job = submit(problem, path, store, lambda j, i: sent.append(i), settings).job_id
+    assert 1 < len(sent) < len(small) / 2
+    assert (store.manifest(job) or {})["target_work"] == "900"
+    reader = Policy(holder="t", file_payloads=True)
+    assert {run_chunk(store, job, i, reader) for i in sent} == {Outcome.SOLVED}
+    expected = "".join(str(problem.solve(case)) for case in parse(problem, path.read_bytes()))
+    assert "".join(store.iter_answers(job, len(sent))) == expected
+    carried = MemoryStore()
+    settings = load_settings(chunk=grow, file_payloads=False)
+    job = submit(problem, path, carried, lambda j, i: None, settings).job_id
+    assert (carried.manifest(job) or {})["target_work"] == "300"
 
 
 def test_chunks_name_their_place_in_the_file_when_workers_read_it(tmp_path: Path) -> None:
