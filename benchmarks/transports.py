@@ -1,4 +1,5 @@
-"""How input bytes reach the workers, measured: through Redis (a chunk carries its cases), as
+"""How input bytes reach the workers, measured: through Redis (a chunk carries its cases, or
+them compressed), as
 ranges of an object (s3://, on moto's S3 API server on loopback), and through the payload
 store (a local file copied to the store, chunks naming its ranges). Per transport: CPU per GB
 at Redis, at the workers and at the object store, Redis's peak memory; then how many worker
@@ -50,6 +51,9 @@ def transports(data: Path, quick: bool) -> list[Row]:
             s3.client.upload_file(str(path), BUCKET, f"in/{path.name}")
             runs = {
                 "bytes through Redis": _drain(path, str(path), {}, s3, expected),
+                "compressed bytes (zstd 1)": _drain(
+                    path, str(path), {"GAMEBATCH_COMPRESS_PAYLOADS": "true"}, s3, expected
+                ),
                 "object ranges (s3://)": _drain(path, url, s3.env, s3, expected),
                 "payload store": _drain(
                     path, str(path), {**s3.env, "GAMEBATCH_PAYLOAD_STORE": f"s3://{BUCKET}/spool"},

@@ -186,6 +186,9 @@ class Settings(Section):
     # its files puts an input's bytes: chunks then name ranges of that object, not bytes in
     # Redis; the object is deleted once the job's result is collected, or it is cancelled
     payload_store: str | None = None
+    # chunks that carry the input's bytes carry them compressed (zstd level 1): Redis moves
+    # and holds about half of random game text, producers and workers spend CPU on it
+    compress_payloads: bool = False
     queue: str = Field("gamebatch", min_length=1)  # lanes: QUEUE.interactive, QUEUE.bulk
     interactive_max_bytes: int = Field(1 << 20, ge=0)  # inputs up to this size jump the line
     visibility_timeout: int = Field(3600, gt=0)  # seconds before Redis redelivers a message

@@ -8,6 +8,7 @@ import string
 from dataclasses import dataclass
 from typing import Any
 
+import zstandard
 from blake3 import blake3
 
 from pipeline.errors import UsageError
@@ -123,6 +124,12 @@ class SlicePayload:
     def encode(self) -> bytes:
         """Header and data in one string."""
         return self.header() + self.data
+
+    def encode_compressed(self) -> bytes:
+        """Header and data compressed (zstd level 1); the header names the data's size."""
+        packed = zstandard.ZstdCompressor(level=1).compress(self.data)  # one per call: threads
+        header = self.header()[:-2] + b',"zstd":' + str(len(self.data)).encode() + b"}\n"
+        return header + packed
 
 
 _HEADER_MAX = 4096  # a slice payload's header line is shorter than this
@@ -290,9 +297,10 @@ def decode_payload(data: bytes) -> Payload:
             count = int(doc["count"])
             if count < 0:
                 raise ValueError("a negative count of cases")
-            return SlicePayload(
-                str(doc["problem"]), int(doc["first"]), count, memoryview(data)[newline + 1 :]
-            )
+            body = memoryview(data)[newline + 1 :]
+            if "zstd" in doc:
+                body = memoryview(_unpacked(body, int(doc["zstd"])))
+            return SlicePayload(str(doc["problem"]), int(doc["first"]), count, body)
         payload = ChunkPayload(str(doc["problem"]), int(doc["first"]), list(doc["cases"]))
     except (ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:
         raise BadPayload(f"malformed chunk payload: {exc}") from None
@@ -302,6 +310,22 @@ def decode_payload(data: bytes) -> Payload:
             " run the same gamebatch version on every machine"
         )
     return payload
+
+
+def _unpacked(packed: memoryview, size: int) -> bytes:
+    """A compressed slice's data, of the size its header names and never more."""
+    parts, held = [], 0
+    try:  # read in steps: a frame may claim any size, only `size` + 1 bytes are ever made
+        with zstandard.ZstdDecompressor().stream_reader(packed) as reader:
+            while held <= size and (part := reader.read(min(size + 1 - held, 1 << 24))):
+                parts.append(part)
+                held += len(part)
+    except zstandard.ZstdError as exc:
+        raise ValueError(f"compressed data that does not decompress ({exc})") from None
+    data = b"".join(parts)
+    if len(data) != size:
+        raise ValueError(f"compressed data of {len(data)} bytes where its header says {size}")
+    return data
 
 
 def _file_payload(doc: dict[str, Any]) -> FilePayload:

@@ -128,7 +128,7 @@ def submit(
         on_cases(claimed.total or 0)
         return Submitted(job_id, path, claimed.total or 0, claimed.chunks or 0, 0, keep_going)
     run = _Production(problem, store, send, job_id, token, keep_going=keep_going, on_cases=on_cases)
-    run.mirror = mirror
+    run.mirror, run.compress = mirror, settings.compress_payloads
     if window:
         run.window = Window(store, job_id, settings, on_progress, chunks=window)
     with _Renewal(store, job_id, token, CLAIM_SECONDS), _Owned(store, run, path):
@@ -472,6 +472,7 @@ class _Production:
         self.file: str | None = None  # chunks as places in this file (its absolute path)
         self.version = ""  # or object (its URL), as of this version
         self.mirror: ObjectUrl | None = None  # an object of the same bytes as the input file
+        self.compress = False  # chunks that carry bytes carry them compressed
         self.reusable = store.answered_digests(job_id)  # answered before: kept if the same
         self.mine: set[int] = set()  # chunks this run queued already (by the C path)
         self.counted = 0  # chunks whose cases were reported already (by the C path)
@@ -557,7 +558,8 @@ class _Production:
         digest = digest_of(data)
         payload: Callable[[], bytes]
         if self.file is None:
-            payload = SlicePayload(self.problem.name, piece.first, piece.count, data).encode
+            carried = SlicePayload(self.problem.name, piece.first, piece.count, data)
+            payload = carried.encode_compressed if self.compress else carried.encode
         else:
             payload = FilePayload(
                 self.problem.name,

@@ -347,3 +347,29 @@ def test_a_small_job_is_not_stuck_behind_a_large_one(
     assert out.read_text() == "Pure\n" * 30
     assert store.manifest(small_job)["lane"] == "interactive"  # type: ignore[index]
     store.close()
+
+
+def test_compressed_payloads_give_the_same_answers_with_half_the_bytes_into_redis(
+    redis_server: RedisServer, workers: Workers, tmp_path: Path
+) -> None:
+    """compress_payloads: chunks that carry bytes carry them zstd-compressed; Redis takes in
+    (and holds) far fewer bytes for the same answers."""
+    problem = get_problem("strgame")
+    workers.start(concurrency=2)
+    client = JobStore.from_url(redis_server.url).client
+    for seed, compress in ((30, "false"), (31, "true")):
+        path = tmp_path / f"in-{compress}.txt"
+        path.write_text(input_text(problem, random_cases(problem, "random", 6000, 200, seed)))
+        before = int(client.info("stats")["total_net_input_bytes"])
+        env = {"GAMEBATCH_COMPRESS_PAYLOADS": compress, "GAMEBATCH_FILE_PAYLOADS": "false"}
+        out = tmp_path / f"out-{compress}"
+        args = ("solve", "-q", "-p", "strgame", "--broker", redis_server.url, str(path))
+        done = gamebatch(*args, "-o", str(out), env=env)
+        assert done.returncode == 0, done.stderr
+        received = int(client.info("stats")["total_net_input_bytes"]) - before
+        assert out.read_text() == answers(problem, path.read_text())
+        size = path.stat().st_size
+        if compress == "true":
+            assert received < size / 2, (received, size)
+        else:
+            assert received > size, (received, size)  # the same check fails uncompressed

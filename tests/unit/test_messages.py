@@ -16,7 +16,9 @@ from pipeline.messages import (
     MAX_ANSWERS,
     BadPayload,
     ChunkPayload,
+    SlicePayload,
     answer_lines,
+    decode_payload,
     encode_answer,
 )
 
@@ -26,6 +28,29 @@ def test_a_payload_survives_the_round_trip() -> None:
     raw = payload.encode()
     assert json.loads(raw)["format"] == FORMAT
     assert ChunkPayload.decode(raw) == payload
+
+
+def test_a_compressed_slice_decodes_to_its_bytes_and_a_bad_one_is_refused() -> None:
+    data = b"3\n1 2\nab\n" * 1000
+    slice_ = SlicePayload("strgame", 7, 3000, data)
+    packed = slice_.encode_compressed()
+    assert len(packed) < len(data) / 10
+    found = decode_payload(packed)
+    assert isinstance(found, SlicePayload) and bytes(found.data) == data
+    assert (found.problem, found.first, found.count) == ("strgame", 7, 3000)
+    header, body = packed.split(b"\n", 1)
+    doc = json.loads(header)
+    for size, why in ((len(data) - 1, "where its header says"), (len(data) + 1, "where")):
+        wrong = json.dumps({**doc, "zstd": size}).encode() + b"\n" + body
+        with pytest.raises(BadPayload, match=why):
+            decode_payload(wrong)
+    with pytest.raises(BadPayload, match="does not decompress"):
+        decode_payload(header + b"\n" + b"not zstd at all")
+    bomb = SlicePayload("strgame", 1, 1, b"\0" * (64 << 20)).encode_compressed()
+    head, packed_bomb = bomb.split(b"\n", 1)
+    small = json.dumps({**json.loads(head), "zstd": 10}).encode() + b"\n" + packed_bomb
+    with pytest.raises(BadPayload, match="where its header says 10"):  # 11 bytes made, not 64 MB
+        decode_payload(small)
 
 
 @pytest.mark.parametrize(
