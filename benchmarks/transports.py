@@ -1,7 +1,6 @@
-"""How input bytes reach the workers, measured: through Redis (a chunk carries its cases, or
-them compressed), as
-ranges of an object (s3://, on moto's S3 API server on loopback), and through the payload
-store (a local file copied to the store, chunks naming its ranges). Per transport: CPU per GB
+"""How input bytes reach the workers, measured: through Redis (a chunk carries its cases, as
+they are or compressed), as ranges of an object (s3://, on moto's S3 API server on loopback),
+and through the payload store (a local file copied to the store, chunks naming its ranges). Per transport: CPU per GB
 at Redis, at the workers and at the object store, Redis's peak memory; then how many worker
 hosts one Redis core carries, and which stage binds first at 10, 50 and 100 hosts."""
 
