@@ -1,8 +1,9 @@
 """How input bytes reach the workers, measured: through Redis (a chunk carries its cases, as
 they are or compressed), as ranges of an object (s3://, on moto's S3 API server on loopback),
-and through the payload store (a local file copied to the store, chunks naming its ranges). Per transport: CPU per GB
-at Redis, at the workers and at the object store, Redis's peak memory; then how many worker
-hosts one Redis core carries, and which stage binds first at 10, 50 and 100 hosts."""
+and through the payload store (a local file copied to the store, chunks naming its ranges).
+Per transport: CPU per GB at Redis, at the workers and at the object store, Redis's peak
+memory; then how many worker hosts one Redis core carries, and which stage binds first at 10,
+50 and 100 hosts."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ import redis
 from benchmarks.run import Row, gamebatch, solve_in_process, write_cases
 from benchmarks.stages import _cpu_of_tree, _idle_rate, _redis_cpu
 from pipeline.local.redis_server import RedisServer
-from tests.s3server import BUCKET, S3
+from tests.s3server import BUCKET, S3, can_hide, hidden
 
 
 @dataclass(frozen=True)
@@ -48,15 +49,18 @@ def transports(data: Path, quick: bool) -> list[Row]:
         try:
             url = f"s3://{BUCKET}/in/{path.name}"
             s3.client.upload_file(str(path), BUCKET, f"in/{path.name}")
+            # the object runs' worker sees none of the input's folder: it shares nothing with
+            # the producer but Redis and the store (where this machine allows it)
+            apart = hidden([path.parent]) if can_hide() else []
             runs = {
                 "bytes through Redis": _drain(path, str(path), {}, s3, expected),
                 "compressed bytes (zstd 1)": _drain(
                     path, str(path), {"GAMEBATCH_COMPRESS_PAYLOADS": "true"}, s3, expected
                 ),
-                "object ranges (s3://)": _drain(path, url, s3.env, s3, expected),
+                "object ranges (s3://)": _drain(path, url, s3.env, s3, expected, prefix=apart),
                 "payload store": _drain(
                     path, str(path), {**s3.env, "GAMEBATCH_PAYLOAD_STORE": f"s3://{BUCKET}/spool"},
-                    s3, expected,
+                    s3, expected, prefix=apart,
                 ),
             }  # fmt: skip
         finally:
@@ -64,8 +68,17 @@ def transports(data: Path, quick: bool) -> list[Row]:
     return _rows(runs, size)
 
 
-def _drain(path: Path, given: str, env_extra: dict[str, str], s3: S3, expected: bytes) -> Drained:
-    """One worker (one process) settled first, then `solve` of `given`: each stage's CPU."""
+def _drain(
+    path: Path,
+    given: str,
+    env_extra: dict[str, str],
+    s3: S3,
+    expected: bytes,
+    *,
+    prefix: list[str] | None = None,
+) -> Drained:
+    """One worker (one process, run by `prefix`) settled first, then `solve` of `given`:
+    each stage's CPU."""
     with (
         tempfile.TemporaryDirectory(prefix="gamebatch-transport-") as tmp,
         RedisServer(Path(tmp) / "redis") as server,
@@ -73,7 +86,7 @@ def _drain(path: Path, given: str, env_extra: dict[str, str], s3: S3, expected: 
         env = {"GAMEBATCH_BROKER_URL": server.url, **env_extra}
         client = redis.Redis.from_url(server.url)
         worker = subprocess.Popen(
-            [sys.executable, "-m", "pipeline.cli", "worker", "--concurrency", "1"],
+            [*(prefix or []), sys.executable, "-m", "pipeline.cli", "worker", "--concurrency", "1"],
             env={**os.environ, **env}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             start_new_session=True,
         )  # fmt: skip

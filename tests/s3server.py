@@ -1,8 +1,10 @@
 """moto's S3 API server on loopback, for the tests and benchmarks of inputs and results in
-object storage."""
+object storage, and a host that shares nothing with the producer but Redis and the store."""
 
 from __future__ import annotations
 
+import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -14,6 +16,27 @@ import boto3
 from pipeline.local.children import terminate
 
 BUCKET = "gamebatch-test"
+
+
+def can_hide() -> bool:
+    """Whether `hidden` works here (root, and util-linux's unshare)."""
+    return shutil.which("unshare") is not None and os.geteuid() == 0
+
+
+def hidden(folders: list[Path]) -> list[str]:
+    """A command prefix: a mount namespace of its own where each folder is an empty tmpfs
+    (what a host that shares nothing with the producer sees there)."""
+    mounts = " && ".join(f"mount -t tmpfs none {str(f)!r}" for f in folders)
+    return [
+        "unshare",
+        "--mount",
+        "--propagation",
+        "private",
+        "sh",
+        "-c",
+        f'{mounts} && exec "$@"',
+        "-",
+    ]
 
 
 class S3:

@@ -4,8 +4,6 @@ never holds its bytes, and a result object appears whole or not at all."""
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -18,7 +16,7 @@ from pipeline.local.redis_server import RedisServer
 from pipeline.registry import get_problem
 from tests.conftest import Workers, run_reference
 from tests.helpers import answers, command_env, input_text, random_cases
-from tests.s3server import BUCKET, S3
+from tests.s3server import BUCKET, S3, can_hide, hidden
 
 
 @pytest.fixture
@@ -47,22 +45,6 @@ def _expected(text: str, reference: dict[str, Path] | None) -> str:
     return answers(get_problem("strgame"), text)
 
 
-def _hidden(folders: list[Path]) -> list[str]:
-    """A command prefix: a mount namespace of its own where each folder is an empty tmpfs
-    (what a host that shares nothing with the producer sees there)."""
-    mounts = " && ".join(f"mount -t tmpfs none {str(f)!r}" for f in folders)
-    return [
-        "unshare",
-        "--mount",
-        "--propagation",
-        "private",
-        "sh",
-        "-c",
-        f'{mounts} && exec "$@"',
-        "-",
-    ]
-
-
 def _warmed(s3: S3, redis_server: RedisServer) -> redis.Redis:
     """A client of the Redis once the workers have solved a first case: what a first job
     stores once per cluster (the game's tables, Celery's bindings, a few hundred KB) is then
@@ -77,7 +59,7 @@ def _warmed(s3: S3, redis_server: RedisServer) -> redis.Redis:
 def test_workers_that_share_nothing_but_redis_and_the_store_solve_an_object_exactly(
     s3: S3, redis_server: RedisServer, tmp_path: Path, reference: dict[str, Path] | None
 ) -> None:
-    if shutil.which("unshare") is None or os.geteuid() != 0:
+    if not can_hide():
         pytest.skip("needs unshare and root for a mount namespace")
     problem = get_problem("strgame")
     text = input_text(problem, random_cases(problem, "random", 40_000, 200, seed=25))
@@ -86,12 +68,12 @@ def test_workers_that_share_nothing_but_redis_and_the_store_solve_an_object_exac
     local.mkdir()
     (local / "data.in").write_bytes(data)  # the producer's copy, which workers cannot see
     url = s3.put("in/data.in", data)
-    hidden = _hidden([tmp_path])
-    seen = subprocess.run([*hidden, "test", "-e", str(local / "data.in")], check=False)
+    apart = hidden([tmp_path])
+    seen = subprocess.run([*apart, "test", "-e", str(local / "data.in")], check=False)
     assert seen.returncode == 1  # the namespace hides the producer's files
     pool = Workers(redis_server.url, tmp_path.parent)  # logs outside what the workers see
     try:
-        pool.start(concurrency=2, prefix=hidden, **s3.env)
+        pool.start(concurrency=2, prefix=apart, **s3.env)
         client = _warmed(s3, redis_server)
         before = int(client.info("memory")["used_memory"])
         done = _gamebatch(
@@ -149,7 +131,7 @@ def test_a_bad_or_missing_object_is_one_line_and_leaves_no_result(s3: S3) -> Non
 def test_a_local_input_goes_through_the_payload_store_not_redis_and_leaves_nothing(
     s3: S3, redis_server: RedisServer, tmp_path: Path, reference: dict[str, Path] | None
 ) -> None:
-    if shutil.which("unshare") is None or os.geteuid() != 0:
+    if not can_hide():
         pytest.skip("needs unshare and root for a mount namespace")
     problem = get_problem("strgame")
     text = input_text(problem, random_cases(problem, "random", 20_000, 200, seed=26))
@@ -158,7 +140,7 @@ def test_a_local_input_goes_through_the_payload_store_not_redis_and_leaves_nothi
     given.write_text(text)
     pool = Workers(redis_server.url, tmp_path.parent)
     try:
-        pool.start(concurrency=2, prefix=_hidden([tmp_path]), **s3.env)
+        pool.start(concurrency=2, prefix=hidden([tmp_path]), **s3.env)
         client = _warmed(s3, redis_server)
         before = int(client.info("memory")["used_memory"])
         # without the store these workers could not read the file: chunks would carry bytes
