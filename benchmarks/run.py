@@ -624,6 +624,12 @@ def _transports(data: Path, quick: bool) -> list[Row]:
     return transports(data, quick)
 
 
+def _cluster(data: Path, quick: bool) -> list[Row]:
+    from benchmarks.cluster import cluster
+
+    return cluster(data, quick)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes (CI)")
@@ -652,6 +658,7 @@ def main() -> int:
         "grading": lambda: _grading(data, ref, args.quick),
         "judging": lambda: _judging(data, args.quick),
         "transports": lambda: _transports(data, args.quick),
+        "cluster": lambda: _cluster(data, args.quick),
     }
     rows: list[Row] = []
     for name, suite in suites.items():

@@ -1,0 +1,132 @@
+"""A cluster in miniature: N worker processes, each held to a tenth of a core by a cgroup v1
+CPU quota (each a slow host), drain one job queued beforehand, so that Redis meets the load
+of a cluster ten times larger. Throughput against N for each transport (bytes through Redis,
+compressed, file references): where Redis binds, it stops growing with N."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from itertools import count as counter
+from pathlib import Path
+
+from benchmarks.run import Row, gamebatch, solve_in_process, write_cases
+from pipeline.local.redis_server import RedisServer
+
+CPU_CGROUPS = Path("/sys/fs/cgroup/cpu")  # cgroup v1's cpu controller
+SHARE = 0.1  # of a core, per worker
+PERIOD_US = 100_000
+_NAMES = counter()  # each use of _quotas names its groups afresh
+TRANSPORTS = {
+    "bytes through Redis": {},
+    "compressed bytes (zstd 1)": {"GAMEBATCH_COMPRESS_PAYLOADS": "true"},
+    "file references": {"GAMEBATCH_FILE_PAYLOADS": "true"},
+}
+
+
+def cluster(data: Path, quick: bool) -> list[Row]:
+    """Throughput per transport and number of slow hosts, and each one's scaling from one."""
+    if not _quotas_work():
+        return [Row("cluster", "cluster in miniature", 0.0, None, "", None, "", None,
+                    "skipped: needs root and cgroup v1's cpu controller")]  # fmt: skip
+    count = 40 if quick else 1100  # 200,000-character strgame games: 8 MB, or 220 MB
+    path = write_cases(data / f"cluster-{count}.in", "strgame", "long", count, size=200000,
+                       seed=5)  # fmt: skip
+    expected = solve_in_process("strgame", path)
+    megabytes = path.stat().st_size / 1e6
+    sizes = (1, 2) if quick else (1, 2, 4, 8)
+    rows = []
+    for name, env in TRANSPORTS.items():
+        rate = {n: megabytes / _drain(path, env, n, expected) for n in sizes}
+        for n in sizes:
+            rows.append(
+                Row("cluster", f"{name}: {n} worker host(s) of {SHARE:g} core", rate[n], None,
+                    "MB/s", None, "report", None,
+                    f"{rate[n] / rate[1]:.2f}x one host; {n * SHARE:g} cores of workers")
+            )  # fmt: skip
+        most = sizes[-1]
+        rows.append(
+            Row("cluster", f"{name}: speed-up of {most} hosts over 1, per host", rate[most] /
+                rate[1] / most, None, "", None, "1.0 = bound by the workers", None,
+                f"{megabytes:.0f} MB queued before the workers start; Redis unthrottled")
+        )  # fmt: skip
+    return rows
+
+
+def _drain(path: Path, env_extra: dict[str, str], hosts: int, expected: bytes) -> float:
+    """Seconds from the first chunk's start to the last answers, with `hosts` throttled
+    workers of one process each on a job queued beforehand."""
+    with (
+        tempfile.TemporaryDirectory(prefix="gamebatch-cluster-") as tmp,
+        RedisServer(Path(tmp) / "redis") as server,
+        _quotas(hosts) as groups,
+    ):
+        env = {"GAMEBATCH_BROKER_URL": server.url, **env_extra}
+        job = gamebatch("submit", "-p", "strgame", str(path), env=env).stdout.split()[-1].decode()
+        workers = [_worker(env, group) for group in groups]
+        try:
+            out = Path(tmp) / "result.out"
+            gamebatch("collect", job, "-o", str(out), env=env)
+            if out.read_bytes() != expected:
+                raise SystemExit(f"cluster: wrong answers with {hosts} host(s)")
+            status = json.loads(gamebatch("status", job, "--json", env=env).stdout)
+            return float(status["answered"] - status["started"])
+        finally:
+            for worker in workers:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(worker.pid, signal.SIGKILL)
+                worker.wait()
+
+
+def _worker(env: dict[str, str], group: Path) -> subprocess.Popen[bytes]:
+    """`gamebatch worker` of one pool process, in `group` with everything it starts."""
+    procs = str(group / "cgroup.procs")
+
+    def enter() -> None:
+        Path(procs).write_text(str(os.getpid()))
+
+    return subprocess.Popen(
+        [sys.executable, "-m", "pipeline.cli", "worker", "--concurrency", "1"],
+        env={**os.environ, **env}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        start_new_session=True, preexec_fn=enter,  # noqa: PLW1509
+    )  # fmt: skip
+
+
+@contextlib.contextmanager
+def _quotas(count: int) -> Iterator[list[Path]]:
+    """`count` cpu cgroups of SHARE of a core each, removed afterwards (once the processes
+    killed in them are gone)."""
+    base = f"gamebatch-bench-{os.getpid()}-{next(_NAMES)}"
+    groups = [CPU_CGROUPS / f"{base}-{i}" for i in range(count)]
+    try:
+        for group in groups:
+            group.mkdir()
+            (group / "cpu.cfs_period_us").write_text(str(PERIOD_US))
+            (group / "cpu.cfs_quota_us").write_text(str(int(PERIOD_US * SHARE)))
+        yield groups
+    finally:
+        deadline = time.monotonic() + 10
+        for group in groups:
+            while group.exists():
+                try:
+                    group.rmdir()
+                except OSError:  # busy while a killed process of it is still ending
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.05)
+
+
+def _quotas_work() -> bool:
+    """Whether this process may make cpu cgroups with quotas here."""
+    try:
+        with _quotas(1):
+            return True
+    except OSError:
+        return False
