@@ -17,7 +17,10 @@ from collections.abc import Iterator
 from itertools import count as counter
 from pathlib import Path
 
+import redis
+
 from benchmarks.run import Row, gamebatch, solve_in_process, write_cases
+from benchmarks.stages import _redis_cpu
 from pipeline.local.redis_server import RedisServer
 
 CPU_CGROUPS = Path("/sys/fs/cgroup/cpu")  # cgroup v1's cpu controller
@@ -36,7 +39,7 @@ def cluster(data: Path, quick: bool) -> list[Row]:
     if not _quotas_work():
         return [Row("cluster", "cluster in miniature", 0.0, None, "", None, "", None,
                     "skipped: needs root and cgroup v1's cpu controller")]  # fmt: skip
-    count = 40 if quick else 1100  # 200,000-character strgame games: 8 MB, or 220 MB
+    count = 40 if quick else 2200  # 200,000-character strgame games: 8 MB, or 440 MB
     path = write_cases(data / f"cluster-{count}.in", "strgame", "long", count, size=200000,
                        seed=5)  # fmt: skip
     expected = solve_in_process("strgame", path)
@@ -44,12 +47,14 @@ def cluster(data: Path, quick: bool) -> list[Row]:
     sizes = (1, 2) if quick else (1, 2, 4, 8)
     rows = []
     for name, env in TRANSPORTS.items():
-        rate = {n: megabytes / _drain(path, env, n, expected) for n in sizes}
+        drained = {n: _drain(path, env, n, expected) for n in sizes}
+        rate = {n: megabytes / seconds for n, (seconds, _) in drained.items()}
         for n in sizes:
             rows.append(
                 Row("cluster", f"{name}: {n} worker host(s) of {SHARE:g} core", rate[n], None,
                     "MB/s", None, "report", None,
-                    f"{rate[n] / rate[1]:.2f}x one host; {n * SHARE:g} cores of workers")
+                    f"{rate[n] / rate[1]:.2f}x one host; {n * SHARE:g} cores of workers;"
+                    f" Redis {drained[n][1] / (megabytes / 1000):.2f} s of CPU per GB")
             )  # fmt: skip
         most = sizes[-1]
         rows.append(
@@ -60,9 +65,12 @@ def cluster(data: Path, quick: bool) -> list[Row]:
     return rows
 
 
-def _drain(path: Path, env_extra: dict[str, str], hosts: int, expected: bytes) -> float:
+def _drain(
+    path: Path, env_extra: dict[str, str], hosts: int, expected: bytes
+) -> tuple[float, float]:
     """Seconds from the first chunk's start to the last answers, with `hosts` throttled
-    workers of one process each on a job queued beforehand."""
+    workers of one process each on a job queued beforehand; and Redis's CPU seconds from
+    the workers' start to the result (their start and the collector's polls included)."""
     with (
         tempfile.TemporaryDirectory(prefix="gamebatch-cluster-") as tmp,
         RedisServer(Path(tmp) / "redis") as server,
@@ -70,14 +78,18 @@ def _drain(path: Path, env_extra: dict[str, str], hosts: int, expected: bytes) -
     ):
         env = {"GAMEBATCH_BROKER_URL": server.url, **env_extra}
         job = gamebatch("submit", "-p", "strgame", str(path), env=env).stdout.split()[-1].decode()
+        client = redis.Redis.from_url(server.url)
+        before = _redis_cpu(client)
         workers = [_worker(env, group) for group in groups]
         try:
             out = Path(tmp) / "result.out"
             gamebatch("collect", job, "-o", str(out), env=env)
+            busy = _redis_cpu(client) - before
             if out.read_bytes() != expected:
                 raise SystemExit(f"cluster: wrong answers with {hosts} host(s)")
             status = json.loads(gamebatch("status", job, "--json", env=env).stdout)
-            return float(status["answered"] - status["started"])
+            seconds = float(status["answered"] - status["started"])
+            return seconds, busy
         finally:
             for worker in workers:
                 with contextlib.suppress(ProcessLookupError):
