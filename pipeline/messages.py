@@ -125,11 +125,13 @@ class SlicePayload:
         """Header and data in one string."""
         return self.header() + self.data
 
-    def encode_compressed(self) -> bytes:
-        """Header and data compressed (zstd level 1); the header names the data's size."""
-        packed = zstandard.ZstdCompressor(level=1).compress(self.data)  # one per call: threads
-        header = self.header()[:-2] + b',"zstd":' + str(len(self.data)).encode() + b"}\n"
-        return header + packed
+
+def packed(payload: bytes) -> bytes:
+    """A payload compressed (zstd level 1; setting compress_payloads) after a header line
+    that names its size: decode_payload gives what the payload itself gives."""
+    doc = {"format": FORMAT, "kind": "zstd", "size": len(payload)}
+    header = json.dumps(doc, separators=(",", ":")).encode() + b"\n"
+    return header + zstandard.ZstdCompressor(level=1).compress(payload)  # one per call: threads
 
 
 _HEADER_MAX = 4096  # a slice payload's header line is shorter than this
@@ -280,13 +282,16 @@ class JudgePayload:
 Payload = ChunkPayload | SlicePayload | FilePayload | ComparePayload | JudgePayload
 
 
-def decode_payload(data: bytes) -> Payload:
+def decode_payload(data: bytes, *, inner: bool = False) -> Payload:
     """A solving or a comparison chunk, shape checked; raise BadPayload otherwise. A slice's
-    data is a view of `data`, not a copy."""
+    data is a view of `data` (or of the bytes `packed` data decompress to), not a copy."""
     newline = data.find(b"\n", 0, _HEADER_MAX)  # JSON payloads have none: it is escaped
     try:
         doc = json.loads(data if newline < 0 else data[:newline])
         version = doc.get("format", 1)
+        if version == FORMAT and doc.get("kind") == "zstd" and newline >= 0 and not inner:
+            unpacked = _unpacked(memoryview(data)[newline + 1 :], int(doc["size"]))
+            return decode_payload(unpacked, inner=True)
         if version == FORMAT and doc.get("kind") == "compare":
             return _compare_payload(doc)
         if version == FORMAT and doc.get("kind") == "judge":
@@ -297,11 +302,11 @@ def decode_payload(data: bytes) -> Payload:
             count = int(doc["count"])
             if count < 0:
                 raise ValueError("a negative count of cases")
-            body = memoryview(data)[newline + 1 :]
-            if "zstd" in doc:
-                body = memoryview(_unpacked(body, int(doc["zstd"])))
-            return SlicePayload(str(doc["problem"]), int(doc["first"]), count, body)
+            view = memoryview(data)[newline + 1 :]
+            return SlicePayload(str(doc["problem"]), int(doc["first"]), count, view)
         payload = ChunkPayload(str(doc["problem"]), int(doc["first"]), list(doc["cases"]))
+    except BadPayload:  # of the compressed payload's contents
+        raise
     except (ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:
         raise BadPayload(f"malformed chunk payload: {exc}") from None
     if version != FORMAT:

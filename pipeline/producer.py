@@ -22,7 +22,7 @@ from pipeline.config import Settings
 from pipeline.connections import this_process
 from pipeline.errors import InputError, JobCancelled, JobLost, UsageError
 from pipeline.jobstate import PAYLOAD_OBJECT, JobCounters, JobState, Put
-from pipeline.messages import ChunkPayload, FilePayload, SlicePayload, digest_of
+from pipeline.messages import ChunkPayload, FilePayload, SlicePayload, digest_of, packed
 from pipeline.objects import ObjectUrl, open_read
 from pipeline.objects import stat as object_stat
 from pipeline.problem import Problem, scanner
@@ -546,7 +546,8 @@ class _Production:
 
     def _queue(self, chunk: Chunk) -> None:
         payload = ChunkPayload(self.problem.name, chunk.first, chunk.cases).encode()
-        self._put(chunk.index, len(chunk.cases), digest_of(payload), lambda: payload)
+        sent = (lambda: packed(payload)) if self.compress else (lambda: payload)
+        self._put(chunk.index, len(chunk.cases), digest_of(payload), sent)
         self.store.add_invalid(self.job_id, self.invalid, self.token)
         self.invalid.clear()
 
@@ -559,7 +560,7 @@ class _Production:
         payload: Callable[[], bytes]
         if self.file is None:
             carried = SlicePayload(self.problem.name, piece.first, piece.count, data)
-            payload = carried.encode_compressed if self.compress else carried.encode
+            payload = (lambda: packed(carried.encode())) if self.compress else carried.encode
         else:
             payload = FilePayload(
                 self.problem.name,

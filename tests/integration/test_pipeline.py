@@ -357,13 +357,14 @@ def test_compressed_payloads_give_the_same_answers_with_half_the_bytes_into_redi
     problem = get_problem("strgame")
     workers.start(concurrency=2)
     client = JobStore.from_url(redis_server.url).client
-    for seed, compress in ((30, "false"), (31, "true")):
-        path = tmp_path / f"in-{compress}.txt"
+    runs = ((30, "false", ()), (31, "true", ()), (32, "true", ("--keep-going",)))
+    for seed, compress, more in runs:  # --keep-going: the Python reader's chunks
+        path = tmp_path / f"in-{seed}.txt"
         path.write_text(input_text(problem, random_cases(problem, "random", 6000, 200, seed)))
         before = int(client.info("stats")["total_net_input_bytes"])
         env = {"GAMEBATCH_COMPRESS_PAYLOADS": compress, "GAMEBATCH_FILE_PAYLOADS": "false"}
-        out = tmp_path / f"out-{compress}"
-        args = ("solve", "-q", "-p", "strgame", "--broker", redis_server.url, str(path))
+        out = tmp_path / f"out-{seed}"
+        args = ("solve", "-q", "-p", "strgame", "--broker", redis_server.url, *more, str(path))
         done = gamebatch(*args, "-o", str(out), env=env)
         assert done.returncode == 0, done.stderr
         received = int(client.info("stats")["total_net_input_bytes"]) - before

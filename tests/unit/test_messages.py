@@ -20,6 +20,7 @@ from pipeline.messages import (
     answer_lines,
     decode_payload,
     encode_answer,
+    packed,
 )
 
 
@@ -30,26 +31,28 @@ def test_a_payload_survives_the_round_trip() -> None:
     assert ChunkPayload.decode(raw) == payload
 
 
-def test_a_compressed_slice_decodes_to_its_bytes_and_a_bad_one_is_refused() -> None:
+def test_a_compressed_payload_decodes_to_its_payload_and_a_bad_one_is_refused() -> None:
     data = b"3\n1 2\nab\n" * 1000
-    slice_ = SlicePayload("strgame", 7, 3000, data)
-    packed = slice_.encode_compressed()
-    assert len(packed) < len(data) / 10
-    found = decode_payload(packed)
+    raw = SlicePayload("strgame", 7, 3000, data).encode()
+    found = decode_payload(packed(raw))
+    assert len(packed(raw)) < len(raw) / 10
     assert isinstance(found, SlicePayload) and bytes(found.data) == data
     assert (found.problem, found.first, found.count) == ("strgame", 7, 3000)
-    header, body = packed.split(b"\n", 1)
+    cases = ChunkPayload("strgame", 41, [make_case(3, ["ab", "c"]), None])
+    assert decode_payload(packed(cases.encode())) == cases
+    header, body = packed(raw).split(b"\n", 1)
     doc = json.loads(header)
-    for size, why in ((len(data) - 1, "where its header says"), (len(data) + 1, "where")):
-        wrong = json.dumps({**doc, "zstd": size}).encode() + b"\n" + body
-        with pytest.raises(BadPayload, match=why):
+    for size in (len(raw) - 1, len(raw) + 1):
+        wrong = json.dumps({**doc, "size": size}).encode() + b"\n" + body
+        with pytest.raises(BadPayload, match="where its header says"):
             decode_payload(wrong)
     with pytest.raises(BadPayload, match="does not decompress"):
         decode_payload(header + b"\n" + b"not zstd at all")
-    bomb = SlicePayload("strgame", 1, 1, b"\0" * (64 << 20)).encode_compressed()
-    head, packed_bomb = bomb.split(b"\n", 1)
-    small = json.dumps({**json.loads(head), "zstd": 10}).encode() + b"\n" + packed_bomb
-    with pytest.raises(BadPayload, match="where its header says 10"):  # 11 bytes made, not 64 MB
+    with pytest.raises(BadPayload, match="malformed"):  # one layer only
+        decode_payload(packed(packed(raw)))
+    head, bomb = packed(b"\0" * (64 << 20)).split(b"\n", 1)
+    small = json.dumps({**json.loads(head), "size": 10}).encode() + b"\n" + bomb
+    with pytest.raises(BadPayload, match="of 11 bytes where its header says 10"):  # not 64 MB
         decode_payload(small)
 
 
