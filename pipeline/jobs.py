@@ -10,7 +10,7 @@ from typing import Any
 from pipeline.errors import GamebatchError
 from pipeline.jobstate import PAYLOAD_OBJECT, Cancel
 from pipeline.jobview import LIVE, view
-from pipeline.objects import ObjectUrl, is_remote, remove
+from pipeline.objects import ObjectUrl, is_remote, listing, remove
 from pipeline.store import Store
 
 
@@ -51,3 +51,26 @@ def drop_payload(store: Store, job_id: str) -> None:
     if url and is_remote(url):
         with contextlib.suppress(GamebatchError):
             remove(ObjectUrl(url))
+
+
+COPY_GRACE_SECONDS = 3600  # a copy younger than this may be one a producer is still making
+
+
+def forgotten(
+    listed: list[tuple[ObjectUrl, float]], kept: set[str], now: float, grace: float
+) -> list[ObjectUrl]:
+    """The payload-store copies that no kept job names and that are older than `grace` (a
+    producer uploads its copy before its job's manifest names it)."""
+    return [url for url, written in listed if url not in kept and now - written > grace]
+
+
+def sweep_payload_store(store: Store, payload_store: str, now: float) -> int:
+    """Delete the copies no kept job names (their producer was killed before its job ended,
+    or the job's keys expired): the number deleted. Errors leave them for another round."""
+    with contextlib.suppress(GamebatchError):
+        listed = listing(f"{payload_store}/inputs/")
+        gone = forgotten(listed, store.payload_objects(), now, COPY_GRACE_SECONDS)
+        for url in gone:
+            remove(url)
+        return len(gone)
+    return 0

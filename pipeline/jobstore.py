@@ -12,9 +12,18 @@ from redis.sentinel import MasterNotFoundError
 
 from pipeline import keys
 from pipeline.config import mask_url
-from pipeline.connections import CLIENT_NAME, connect, probe, script
+from pipeline.connections import CLIENT_NAME, connect, probe, script, this_process
 from pipeline.errors import UsageError
-from pipeline.jobstate import FINISHED, Began, Cancel, JobCounters, JobState, Put, counters
+from pipeline.jobstate import (
+    FINISHED,
+    PAYLOAD_OBJECT,
+    Began,
+    Cancel,
+    JobCounters,
+    JobState,
+    Put,
+    counters,
+)
 from pipeline.sentinel import is_sentinel
 
 _ANSWER_BATCH = 512  # chunks fetched per round trip by the collector
@@ -387,6 +396,18 @@ class JobStore:
     def claim_sweep(self, holder: str, seconds: float) -> bool:
         """Take the right to sweep for lost chunks for `seconds`, unless another has it."""
         return bool(self.client.set(keys.SWEEP, holder, nx=True, px=max(int(seconds * 1000), 1)))
+
+    def claim_store_sweep(self, seconds: float) -> bool:
+        """Take the right to sweep the payload store for `seconds`, unless another has it."""
+        return bool(self.client.set(keys.STORE_SWEEP, this_process(), nx=True, ex=int(seconds)))
+
+    def payload_objects(self) -> set[str]:
+        """The payload-store copies that kept jobs name (manifest field payload_object)."""
+        ids = self.client.zrange(keys.JOBS, 0, -1)
+        with self.client.pipeline(transaction=False) as pipe:
+            for job_id in ids:
+                pipe.hget(keys.job(job_id.decode()), PAYLOAD_OBJECT)
+            return {url.decode() for url in pipe.execute() if url}
 
     def now(self) -> float:
         """The Redis clock, which job timestamps use."""

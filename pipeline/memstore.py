@@ -11,7 +11,16 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from pipeline.jobstate import FINISHED, Began, Cancel, JobCounters, JobState, Put, counters
+from pipeline.jobstate import (
+    FINISHED,
+    PAYLOAD_OBJECT,
+    Began,
+    Cancel,
+    JobCounters,
+    JobState,
+    Put,
+    counters,
+)
 from pipeline.store import Store
 
 
@@ -54,7 +63,7 @@ class MemoryStore:
         self._jobs: dict[str, _Job] = {}
         self._judged: dict[str, dict[str, bytes]] = {}  # program -> case key -> verdict
         self._created: dict[str, float] = {}
-        self._sweep_until = 0.0
+        self._sweep_until = self._store_sweep_until = 0.0
         self.queues: dict[str, int] = {}  # messages waiting, as a test sets them
         self._tables = MemoryTables()
         self._producers: dict[str, tuple[str, float]] = {}  # job -> (token, expiry)
@@ -342,6 +351,18 @@ class MemoryStore:
             return False
         self._sweep_until = self.clock() + seconds
         return True
+
+    def claim_store_sweep(self, seconds: float) -> bool:
+        """Take the right to sweep the payload store for `seconds`, unless another has it."""
+        if self.clock() < self._store_sweep_until:
+            return False
+        self._store_sweep_until = self.clock() + seconds
+        return True
+
+    def payload_objects(self) -> set[str]:
+        """The payload-store copies that kept jobs name."""
+        found = (job.manifest.get(PAYLOAD_OBJECT) for job in self._jobs.values())
+        return {url for url in found if url}
 
     def now(self) -> float:
         """The store's clock."""

@@ -142,6 +142,24 @@ def upload(path: Path, url: str) -> None:
         raise UsageError(f"cannot read {path}: {exc.strerror}") from None
 
 
+def listing(prefix: str) -> list[tuple[ObjectUrl, float]]:
+    """The objects under a URL prefix, each with when it was written (seconds since the
+    epoch); an object whose store names no time is left out."""
+    fs, path = _fs(prefix)
+    found: dict[str, Any] = {}
+    with _errors(prefix), contextlib.suppress(FileNotFoundError):
+        found = fs.find(path, detail=True)
+    kind = scheme(prefix)
+    listed = []
+    for name, info in found.items():
+        when = info.get("LastModified") or info.get("updated") or info.get("mtime")
+        if hasattr(when, "timestamp"):
+            when = when.timestamp()
+        if isinstance(when, int | float):
+            listed.append((ObjectUrl(f"{kind}://{name}"), float(when)))
+    return listed
+
+
 def remove(url: str) -> None:
     """Delete the object (one that is gone already is no error)."""
     fs, path = _fs(url)

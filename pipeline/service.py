@@ -6,6 +6,8 @@ import contextlib
 import os
 import secrets
 import sys
+import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -26,7 +28,7 @@ from pipeline.errors import (
     UnknownJob,
 )
 from pipeline.files import OutputError
-from pipeline.jobs import Jobs, drop_payload
+from pipeline.jobs import Jobs, drop_payload, sweep_payload_store
 from pipeline.jobstate import JobCounters, JobState, is_job_id
 from pipeline.jobstore import JobStore
 from pipeline.local import producers
@@ -36,6 +38,8 @@ from pipeline.progress import ProgressBar
 from pipeline.recovery import Recovery, queued_messages
 from pipeline.registry import get_problem
 from pipeline.sharing import Sharing
+
+STORE_SWEEP_SECONDS = 3600  # the payload store is swept for forgotten copies this often
 
 
 @dataclass
@@ -353,6 +357,13 @@ class _SolveRun:
             return None
         if item.source is not None:
             return None
+        if self.c.store.claim_store_sweep(STORE_SWEEP_SECONDS):  # one producer an hour
+            threading.Thread(
+                target=sweep_payload_store,
+                args=(self.c.store, s.payload_store, time.time()),
+                name="gamebatch-store-sweep",
+                daemon=True,
+            ).start()
         url = ObjectUrl(f"{s.payload_store}/inputs/{secrets.token_hex(12)}/{item.input.name}")
         objects.upload(item.input, url)
         return url

@@ -6,14 +6,17 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import redis
 
-from pipeline import keys
+from pipeline import keys, objects
+from pipeline.jobs import COPY_GRACE_SECONDS, sweep_payload_store
 from pipeline.jobstate import PAYLOAD_OBJECT
+from pipeline.jobstore import JobStore
 from pipeline.local.redis_server import RedisServer
 from pipeline.registry import get_problem
 from tests.conftest import Workers, run_reference
@@ -203,3 +206,28 @@ def test_an_http_upload_reaches_workers_that_share_nothing_through_the_payload_s
     # (its memory peak is no measure here: the server's connections take more than chunks)
     assert received < len(text) // 10, (received, len(text))
     assert kept == 0 and s3.unfinished_uploads() == []
+
+
+@pytest.mark.integration
+def test_copies_no_kept_job_names_are_swept_from_the_payload_store(
+    s3: S3, redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A producer killed between its copy and its job's end leaves the copy: a later
+    producer's sweep deletes it once it is older than the grace, never a kept job's copy."""
+    for name, value in s3.env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(objects, "_FILESYSTEMS", {})  # none made for another test's server
+    store = JobStore.from_url(redis_server.url)
+    named = s3.put("spool/inputs/a/kept.in", b"1\n")
+    lost = s3.put("spool/inputs/b/lost.in", b"2\n")
+    outside = s3.put("spool/other/mine.in", b"3\n")  # not a copy: not the store's to delete
+    store.open_job("strgame-" + "a" * 24, {"problem": "strgame", PAYLOAD_OBJECT: named})
+    payload_store = f"s3://{BUCKET}/spool"
+    assert sweep_payload_store(store, payload_store, time.time()) == 0  # all young
+    later = time.time() + COPY_GRACE_SECONDS + 60
+    assert sweep_payload_store(store, payload_store, later) == 1
+    assert s3.get("spool/inputs/b/lost.in") is None and lost.endswith("lost.in")
+    assert s3.get("spool/inputs/a/kept.in") == b"1\n" and s3.get("spool/other/mine.in") == b"3\n"
+    assert outside.endswith("mine.in")
+    assert store.claim_store_sweep(60) and not store.claim_store_sweep(60)  # one at a time
+    store.close()

@@ -8,6 +8,7 @@ import pytest
 
 from pipeline.config import load_settings
 from pipeline.errors import UsageError
+from pipeline.jobs import forgotten
 from pipeline.messages import BadPayload, FilePayload, decode_payload
 from pipeline.objects import ObjectUrl, is_remote, place, shown
 
@@ -43,3 +44,10 @@ def test_the_payload_store_is_an_object_stores_url() -> None:
     assert load_settings(payload_store="s3://bucket/spool/").payload_store == "s3://bucket/spool"
     with pytest.raises(UsageError, match="payload store"):
         load_settings(payload_store="/srv/spool")
+
+
+def test_a_copy_is_forgotten_when_no_kept_job_names_it_and_it_is_old() -> None:
+    old, young, named = (ObjectUrl(f"s3://b/inputs/{n}/x.in") for n in ("a", "b", "c"))
+    listed = [(old, 1000.0), (young, 4000.0), (named, 1000.0)]
+    assert forgotten(listed, {str(named)}, now=4500.0, grace=3000.0) == [old]
+    assert forgotten(listed, set(), now=4500.0, grace=5000.0) == []
