@@ -53,7 +53,7 @@ def drop_payload(store: Store, job_id: str) -> None:
             remove(ObjectUrl(url))
 
 
-COPY_GRACE_SECONDS = 3600  # a copy younger than this may be one a producer is still making
+COPY_GRACE_SECONDS = 24 * 3600  # a younger copy may be one a producer is still making
 
 
 def forgotten(
@@ -64,11 +64,12 @@ def forgotten(
     return [url for url, written in listed if url not in kept and now - written > grace]
 
 
-def sweep_payload_store(store: Store, payload_store: str, now: float) -> int:
-    """Delete the copies no kept job names (their producer was killed before its job ended,
-    or the job's keys expired): the number deleted. Errors leave them for another round."""
+def sweep_payload_store(store: Store, folder: str, now: float) -> int:
+    """Delete the copies in this cluster's `folder` of the payload store that no kept job
+    names (their producer was killed before its job ended, or the job's keys expired): the
+    number deleted. Errors leave them for another round."""
     with contextlib.suppress(GamebatchError):
-        listed = listing(f"{payload_store}/inputs/")
+        listed = listing(f"{folder}/")
         gone = forgotten(listed, store.payload_objects(), now, COPY_GRACE_SECONDS)
         for url in gone:
             remove(url)

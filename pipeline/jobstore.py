@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import secrets
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -400,6 +401,11 @@ class JobStore:
     def claim_store_sweep(self, seconds: float) -> bool:
         """Take the right to sweep the payload store for `seconds`, unless another has it."""
         return bool(self.client.set(keys.STORE_SWEEP, this_process(), nx=True, ex=int(seconds)))
+
+    def cluster_id(self) -> str:
+        """This cluster's random id, made by the first caller (see keys.CLUSTER)."""
+        self.client.set(keys.CLUSTER, secrets.token_hex(8), nx=True)
+        return str(self.client.get(keys.CLUSTER).decode())
 
     def payload_objects(self) -> set[str]:
         """The payload-store copies that kept jobs name (manifest field payload_object)."""

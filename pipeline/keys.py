@@ -30,6 +30,8 @@ gb:jobs:open              zset   job ids the sweep has not seen finished yet
 gb:sweep                  string worker looking for lost chunks this round; expires
 gb:sweep:cursor           string where in gb:jobs the next sweep looks beyond gb:jobs:open
 gb:sweep:store            string a producer looking for forgotten payload-store copies; expires
+gb:cluster                string this cluster's random id: its payload-store copies are under
+                                 inputs/{id}/, and only its own are ever swept
 gb:table:{name}           string shared tables (Grundy tables), computed once per cluster
 gb:verdicts:{key}         string one output file's verdicts (JSON: letters, first mismatches,
                                  extra output), keyed by what they depend on (see
@@ -68,6 +70,7 @@ OPEN_JOBS = f"{PREFIX}:jobs:open"  # jobs the sweep has not seen finished yet
 SWEEP = f"{PREFIX}:sweep"
 SWEEP_CURSOR = f"{PREFIX}:sweep:cursor"  # where in JOBS the next sweep looks further
 STORE_SWEEP = f"{PREFIX}:sweep:store"  # held while a producer sweeps the payload store
+CLUSTER = f"{PREFIX}:cluster"  # this cluster's random id (its folder in the payload store)
 
 
 def job(job_id: str) -> str:

@@ -7,6 +7,7 @@ stores to the same behaviour. Time is a clock the test can move.
 
 from __future__ import annotations
 
+import secrets
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -64,6 +65,7 @@ class MemoryStore:
         self._judged: dict[str, dict[str, bytes]] = {}  # program -> case key -> verdict
         self._created: dict[str, float] = {}
         self._sweep_until = self._store_sweep_until = 0.0
+        self._cluster = secrets.token_hex(8)
         self.queues: dict[str, int] = {}  # messages waiting, as a test sets them
         self._tables = MemoryTables()
         self._producers: dict[str, tuple[str, float]] = {}  # job -> (token, expiry)
@@ -358,6 +360,10 @@ class MemoryStore:
             return False
         self._store_sweep_until = self.clock() + seconds
         return True
+
+    def cluster_id(self) -> str:
+        """This store's random id."""
+        return self._cluster
 
     def payload_objects(self) -> set[str]:
         """The payload-store copies that kept jobs name."""

@@ -318,7 +318,7 @@ def decode_payload(data: bytes, *, inner: bool = False) -> Payload:
 
 
 def _unpacked(packed: memoryview, size: int) -> bytes:
-    """A compressed slice's data, of the size its header names and never more."""
+    """A packed payload's bytes, of the size its header names and never more."""
     parts, held = [], 0
     try:  # read in steps: a frame may claim any size, only `size` + 1 bytes are ever made
         with zstandard.ZstdDecompressor().stream_reader(packed) as reader:

@@ -357,14 +357,15 @@ class _SolveRun:
             return None
         if item.source is not None:
             return None
+        folder = f"{s.payload_store}/inputs/{self.c.store.cluster_id()}"  # this cluster's
         if self.c.store.claim_store_sweep(STORE_SWEEP_SECONDS):  # one producer an hour
             threading.Thread(
                 target=sweep_payload_store,
-                args=(self.c.store, s.payload_store, time.time()),
+                args=(self.c.store, folder, time.time()),
                 name="gamebatch-store-sweep",
                 daemon=True,
             ).start()
-        url = ObjectUrl(f"{s.payload_store}/inputs/{secrets.token_hex(12)}/{item.input.name}")
+        url = ObjectUrl(f"{folder}/{secrets.token_hex(12)}/{item.input.name}")
         objects.upload(item.input, url)
         return url
 

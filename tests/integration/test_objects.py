@@ -218,16 +218,17 @@ def test_copies_no_kept_job_names_are_swept_from_the_payload_store(
         monkeypatch.setenv(name, value)
     monkeypatch.setattr(objects, "_FILESYSTEMS", {})  # none made for another test's server
     store = JobStore.from_url(redis_server.url)
-    named = s3.put("spool/inputs/a/kept.in", b"1\n")
-    lost = s3.put("spool/inputs/b/lost.in", b"2\n")
-    outside = s3.put("spool/other/mine.in", b"3\n")  # not a copy: not the store's to delete
+    ours = f"spool/inputs/{store.cluster_id()}"
+    assert store.cluster_id() == ours.rsplit("/", 1)[1]  # made once, then kept
+    named = s3.put(f"{ours}/a/kept.in", b"1\n")
+    s3.put(f"{ours}/b/lost.in", b"2\n")
+    s3.put("spool/inputs/another-cluster/c/theirs.in", b"3\n")  # not this cluster's to sweep
     store.open_job("strgame-" + "a" * 24, {"problem": "strgame", PAYLOAD_OBJECT: named})
-    payload_store = f"s3://{BUCKET}/spool"
-    assert sweep_payload_store(store, payload_store, time.time()) == 0  # all young
+    folder = f"s3://{BUCKET}/{ours}"
+    assert sweep_payload_store(store, folder, time.time()) == 0  # all young
     later = time.time() + COPY_GRACE_SECONDS + 60
-    assert sweep_payload_store(store, payload_store, later) == 1
-    assert s3.get("spool/inputs/b/lost.in") is None and lost.endswith("lost.in")
-    assert s3.get("spool/inputs/a/kept.in") == b"1\n" and s3.get("spool/other/mine.in") == b"3\n"
-    assert outside.endswith("mine.in")
+    assert sweep_payload_store(store, folder, later) == 1
+    assert s3.get(f"{ours}/b/lost.in") is None and s3.get(f"{ours}/a/kept.in") == b"1\n"
+    assert s3.get("spool/inputs/another-cluster/c/theirs.in") == b"3\n"
     assert store.claim_store_sweep(60) and not store.claim_store_sweep(60)  # one at a time
     store.close()
