@@ -38,8 +38,16 @@ from pipeline.progress import ProgressBar
 from pipeline.recovery import Recovery, queued_messages
 from pipeline.registry import get_problem
 from pipeline.sharing import Sharing
+from pipeline.store import Store
 
 STORE_SWEEP_SECONDS = 3600  # the payload store is swept for forgotten copies this often
+
+
+def _sweep_quietly(store: Store, folder: str, now: float) -> None:
+    """The payload store's sweep, in the background of a command: best effort, so that
+    nothing of it (a Redis closed as the command ends, say) ever reaches the terminal."""
+    with contextlib.suppress(Exception):
+        sweep_payload_store(store, folder, now)
 
 
 @dataclass
@@ -360,7 +368,7 @@ class _SolveRun:
         folder = f"{s.payload_store}/inputs/{self.c.store.cluster_id()}"  # this cluster's
         if self.c.store.claim_store_sweep(STORE_SWEEP_SECONDS):  # one producer an hour
             threading.Thread(
-                target=sweep_payload_store,
+                target=_sweep_quietly,
                 args=(self.c.store, folder, time.time()),
                 name="gamebatch-store-sweep",
                 daemon=True,
