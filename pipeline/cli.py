@@ -524,15 +524,15 @@ def _cmd_worker(args: argparse.Namespace) -> int:
     from pipeline.local.workers import supervise_worker
 
     settings = _settings(args, need_broker=True)
-    assert settings.broker_url is not None
-    JobStore.wait_for(settings.broker_url, _err)
+    for url in settings.shard_urls:  # one Celery worker per shard
+        JobStore.wait_for(url, _err)
     if os.geteuid() == 0:  # runs of programs that a killed worker left on this host end
         from pipeline.sandbox import sweep_runs
 
         sweep_runs()
     concurrency = args.concurrency or settings.concurrency or os.cpu_count() or 1
     return supervise_worker(
-        settings.broker_url,
+        settings.shard_urls,
         concurrency,
         loglevel=args.loglevel,
         events=args.events or settings.events,

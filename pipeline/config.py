@@ -173,6 +173,9 @@ class Settings(Section):
     sentinel_password: str | None = None  # the sentinels' own password
     # redis://, rediss:// or sentinel://; none: an embedded Redis and local workers
     broker_url: str | None = None
+    # more Redis instances (URLs as broker_url's) that take whole jobs beside broker_url's,
+    # each job on the one its id hashes to; the environment's list is split at commas
+    shards: tuple[str, ...] = ()
     workers: int | None = Field(None, gt=0)  # embedded mode's local worker processes
     producers: int | None = Field(None, gt=0)  # `solve` reading inputs at once; None: auto
     state_dir: str | None = None  # embedded Redis data; None: XDG state folder, "": none
@@ -211,6 +214,30 @@ class Settings(Section):
         if url and not is_remote(url):
             raise ValueError(f"{url}: the payload store is an object store's URL (s3://...)")
         return url.rstrip("/") if url else None
+
+    @field_validator("shards", mode="before")
+    @classmethod
+    def _shard_list(cls, value: Any) -> Any:
+        if isinstance(value, str):  # GAMEBATCH_SHARDS
+            return [url.strip() for url in value.split(",") if url.strip()]
+        return value
+
+    @field_validator("shards")
+    @classmethod
+    def _known_shards(cls, urls: tuple[str, ...], info: ValidationInfo) -> tuple[str, ...]:
+        for url in urls:
+            check_broker_url(url)
+        if urls and not info.data.get("broker_url"):
+            raise ValueError("shards are more Redis instances beside broker_url: set it too")
+        return urls
+
+    @property
+    def shard_urls(self) -> tuple[str, ...]:
+        """Every Redis that holds jobs, broker_url's first (it also holds what is the
+        cluster's, not a job's: the HTTP service's records, sweeps); none when embedded."""
+        if not self.broker_url:
+            return ()
+        return tuple(dict.fromkeys((self.broker_url, *self.shards)))
 
     @field_validator("broker_url")
     @classmethod
@@ -350,7 +377,9 @@ def worker_settings(settings: Settings) -> str:
     environment and flags) reaches them, not only what they would find themselves."""
     import yaml
 
-    doc = settings.model_dump(exclude={"broker_url", "workers", "producers", "state_dir", "server"})
+    doc = settings.model_dump(
+        exclude={"broker_url", "shards", "workers", "producers", "state_dir", "server"}
+    )
     return yaml.safe_dump(doc, sort_keys=False)
 
 
@@ -360,6 +389,7 @@ def show(settings: Settings) -> str:
 
     doc = settings.model_dump()
     doc["broker_url"] = mask_url(settings.broker_url) if settings.broker_url else None
+    doc["shards"] = [mask_url(url) for url in settings.shards]
     if settings.server.webhook_secret:
         doc["server"]["webhook_secret"] = "***"
     if settings.sentinel_password:

@@ -37,6 +37,7 @@ from pipeline.problem import Problem, runs_in_process
 from pipeline.progress import ProgressBar
 from pipeline.recovery import Recovery, queued_messages
 from pipeline.registry import get_problem
+from pipeline.shards import ShardedStore, open_store
 from pipeline.sharing import Sharing
 from pipeline.store import Store
 
@@ -55,7 +56,7 @@ class Cluster:
     """A broker to talk to, and a health check for local workers when there are any."""
 
     settings: Settings  # with broker_url set
-    store: JobStore
+    store: JobStore | ShardedStore
     check: Callable[[], None]
     local_workers: int = 0  # worker processes this command starts on this machine
     ensure: Callable[[], None] = lambda: None  # start the local workers, if not yet done
@@ -72,9 +73,9 @@ class Cluster:
 
     @cached_property
     def _queue(self) -> Callable[[str, int], str]:
-        from workers.celery_app import create_app, lane_sender
+        from workers.celery_app import cluster_sender
 
-        return lane_sender(create_app(self.settings), self.store, self.settings)
+        return cluster_sender(self.settings, self.store)
 
     def run_here(self) -> producer.Send:
         """A `send` that runs the chunk at once in this process, as a worker would (through
@@ -105,9 +106,12 @@ class Cluster:
             lambda ids: self.store.take_message(queues, ids),
         )
 
-    def queued_messages(self) -> int:
-        """Messages waiting in every lane."""
-        return queued_messages(self.store, self.settings)
+    def queued_messages(self, job_id: str | None = None) -> int:
+        """Messages waiting in every lane (of the job's shard, given a job)."""
+        store: Store = self.store
+        if job_id is not None and isinstance(self.store, ShardedStore):
+            store = self.store.shard(job_id)
+        return queued_messages(store, self.settings)
 
     @cached_property
     def jobs(self) -> Jobs:
@@ -122,8 +126,9 @@ def cluster(settings: Settings, *, workers: bool = True, lazy: bool = True) -> I
     a command whose work is all cached starts none."""
     if settings.broker_url:
         # its Redis may be restarting, or its primary failing over, right now
-        JobStore.wait_for(settings.broker_url, _note, timeout=settings.failover_seconds)
-        yield Cluster(settings, JobStore.from_url(settings.broker_url, command=True), lambda: None)
+        for url in settings.shard_urls:
+            JobStore.wait_for(url, _note, timeout=settings.failover_seconds)
+        yield Cluster(settings, open_store(settings, command=True), lambda: None)
         return
     from pipeline.local.cluster import EmbeddedCluster
 
@@ -484,7 +489,11 @@ def wait(
     again, instead of a wait for chunks that no one will queue."""
     s = c.settings
     recovery = Recovery(
-        c.store, c.send, c.queued_messages, lease=s.lease_seconds, stall=s.stall_seconds
+        c.store,
+        c.send,
+        partial(c.queued_messages, job_id),
+        lease=s.lease_seconds,
+        stall=s.stall_seconds,
     )
 
     def on_progress(p: JobCounters) -> None:
@@ -516,11 +525,14 @@ def errors_file(output: Place) -> Place:
 
 
 def workers_alive(c: Cluster) -> list[str]:
-    """Names of the workers that answer a ping on this broker."""
+    """Names of the workers that answer a ping, on every shard."""
     from workers.celery_app import create_app
 
-    replies = create_app(c.settings).control.ping(timeout=1.0)
-    return sorted(name for reply in replies for name in reply)
+    found = []
+    for url in c.settings.shard_urls:
+        app = create_app(c.settings.model_copy(update={"broker_url": url}))
+        found += [name for reply in app.control.ping(timeout=1.0) for name in reply]
+    return sorted(found)
 
 
 def check_job_id(job_id: str) -> None:
@@ -530,7 +542,7 @@ def check_job_id(job_id: str) -> None:
         raise UnknownJob(f"{shown} is not a job id (they look like strgame-<24 hex digits>)")
 
 
-def problem_of(store: JobStore, job_id: str) -> Problem:
+def problem_of(store: Store, job_id: str) -> Problem:
     """The game of an existing job."""
     manifest = store.manifest(job_id)
     if manifest is None:

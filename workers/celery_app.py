@@ -21,6 +21,7 @@ from pipeline.jobstore import JobStore
 from pipeline.local.children import tie_to_parent
 from pipeline.registry import registry
 from pipeline.sentinel import SentinelUrl, is_sentinel
+from pipeline.shards import ShardedStore
 from workers.tasks import TASK_NAME, register
 from workers.transport import install as install_transport
 
@@ -81,6 +82,17 @@ def lane_sender(app: Celery, store: JobStore, settings: Settings) -> Callable[[s
         return str(app.send_task(TASK_NAME, args=[job_id, index], queue=lanes[job_id]).id)
 
     return send
+
+
+def cluster_sender(settings: Settings, store: JobStore | ShardedStore) -> Callable[[str, int], str]:
+    """`lane_sender` of the settings' cluster: each chunk to the broker of its job's shard."""
+    if not isinstance(store, ShardedStore):
+        return lane_sender(create_app(settings), store, settings)
+    senders = [
+        lane_sender(create_app(settings.model_copy(update={"broker_url": url})), shard, settings)
+        for url, shard in zip(settings.shard_urls, store.stores, strict=True)
+    ]
+    return lambda job_id, index: senders[store.index_of(job_id)](job_id, index)
 
 
 @cache

@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any
 from pipeline import producer
 from pipeline.config import Settings
 from pipeline.errors import GamebatchError, InputError
-from pipeline.jobstore import JobStore
 from pipeline.local.children import tie_to_parent
 from pipeline.registry import get_problem
+from pipeline.shards import open_store
 
 if TYPE_CHECKING:
     from multiprocessing.connection import Connection
@@ -146,12 +146,12 @@ def _serve(conn: Connection, parent: int) -> None:
 
 def _produce(task: FileTask, on_cases: Callable[[int], None]) -> Result:
     """One input file, in a producer process; a bad input comes back as its error line."""
-    from workers.celery_app import create_app, lane_sender
+    from workers.celery_app import cluster_sender
 
     settings = task.settings
-    store = JobStore.from_url(settings.broker_url or "", command=True)
+    store = open_store(settings, command=True)
     try:
-        send = lane_sender(create_app(settings), store, settings)
+        send = cluster_sender(settings, store)
 
         def submit() -> producer.Submitted:
             return producer.submit(

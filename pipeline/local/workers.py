@@ -7,7 +7,9 @@ import secrets
 import signal
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from pipeline.local.children import before_exec
@@ -71,44 +73,87 @@ def start_worker(
 
 
 def supervise_worker(
-    broker_url: str, concurrency: int, *, loglevel: str, events: bool, config: str | None
+    broker_urls: Sequence[str],
+    concurrency: int,
+    *,
+    loglevel: str,
+    events: bool,
+    config: str | None,
 ) -> int:
-    """Run a Celery worker in the foreground and start it again whenever it dies by itself.
+    """Run a Celery worker per broker (one per shard) in the foreground, and start each
+    again whenever it dies by itself.
 
     Celery's Redis transport can end a worker on an unlucky broker disconnect ("Unrecoverable
-    error"); a supervised worker comes back. SIGTERM or SIGINT stop it with a warm shutdown.
+    error"); a supervised worker comes back. SIGTERM or SIGINT stop them with a warm shutdown.
     """
-    stopping = False
-    child: subprocess.Popen[bytes] | None = None
+    stopping = threading.Event()
+    children: dict[int, subprocess.Popen[bytes]] = {}
 
     def forward(signum: int, frame: object) -> None:
-        nonlocal stopping
-        stopping = True
-        if child is not None and child.poll() is None:
-            child.send_signal(signum)
+        stopping.set()
+        for child in list(children.values()):
+            if child.poll() is None:
+                child.send_signal(signum)
 
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, forward)
+    threads = [
+        threading.Thread(
+            target=_keep_running,
+            args=(url, f"worker-s{shard}" if len(broker_urls) > 1 else "worker"),
+            kwargs={
+                "concurrency": concurrency,
+                "loglevel": loglevel,
+                "events": events,
+                "config": config,
+                "stopping": stopping,
+                "children": children,
+                "shard": shard,
+            },
+            daemon=True,
+        )
+        for shard, url in enumerate(broker_urls)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()  # signals reach `forward` meanwhile
+    return 0
+
+
+def _keep_running(
+    broker_url: str,
+    name: str,
+    *,
+    concurrency: int,
+    loglevel: str,
+    events: bool,
+    config: str | None,
+    stopping: threading.Event,
+    children: dict[int, subprocess.Popen[bytes]],
+    shard: int,
+) -> None:
+    """One broker's worker, started again after each death until `stopping`."""
     restarts = 0
-    while True:
+    while not stopping.is_set():
         command, env = _celery_worker(
-            broker_url,
-            concurrency,
-            config=config,
-            name="worker",
-            loglevel=loglevel,
-            events=events,
+            broker_url, concurrency, config=config, name=name, loglevel=loglevel, events=events
         )
         started = time.monotonic()
         child = subprocess.Popen(command, env=env, preexec_fn=before_exec(signal.SIGKILL))  # noqa: PLW1509
+        children[shard] = child
+        if stopping.is_set():  # told to stop as it started
+            child.terminate()
         status = child.wait()
-        if stopping:
-            return 0
+        if stopping.is_set():
+            return
         restarts = 0 if time.monotonic() - started > 60 else restarts + 1
         pause = min(2.0**restarts, 30.0)
+        which = f" of shard {shard}" if name != "worker" else ""
         print(
-            f"gamebatch: worker exited with status {status}; starting it again in {pause:g} s",
+            f"gamebatch: worker{which} exited with status {status}; starting it again in"
+            f" {pause:g} s",
             file=sys.stderr,
             flush=True,
         )
-        time.sleep(pause)
+        stopping.wait(pause)

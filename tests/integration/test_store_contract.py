@@ -12,6 +12,7 @@ from pipeline.jobstate import JobState, Put
 from pipeline.jobstore import JobStore
 from pipeline.local.redis_server import RedisServer
 from pipeline.memstore import MemoryStore
+from pipeline.shards import ShardedStore
 from pipeline.store import Store
 from tests.helpers import FakeClock
 
@@ -19,12 +20,16 @@ JOB = "strgame-" + "c" * 24
 Advance = Callable[[float], None]
 
 
-@pytest.fixture(params=["memory", "redis"])
+@pytest.fixture(params=["memory", "redis", "sharded"])
 def store(request: pytest.FixtureRequest, tmp_path: object) -> Iterator[tuple[Store, Advance]]:
-    """A store, and a way to let seconds pass for it."""
+    """A store, and a way to let seconds pass for it: in memory, in Redis, or shards."""
     if request.param == "memory":
         clock = FakeClock()
         yield MemoryStore(clock), clock.advance
+        return
+    if request.param == "sharded":  # the job on one of three shards, the others empty
+        clock = FakeClock()
+        yield ShardedStore([MemoryStore(clock) for _ in range(3)]), clock.advance
         return
     server = request.getfixturevalue("redis_server")
     assert isinstance(server, RedisServer)
