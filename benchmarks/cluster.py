@@ -20,13 +20,13 @@ from pathlib import Path
 import redis
 
 from benchmarks.run import Row, gamebatch, solve_in_process, write_cases
-from benchmarks.stages import _redis_cpu
+from benchmarks.stages import redis_cpu
 from pipeline.local.redis_server import RedisServer
 
 CPU_CGROUPS = Path("/sys/fs/cgroup/cpu")  # cgroup v1's cpu controller
 SHARE = 0.1  # of a core, per worker
 PERIOD_US = 100_000
-_NAMES = counter()  # each use of _quotas names its groups afresh
+_NAMES = counter()  # each use of quotas names its groups afresh
 TRANSPORTS = {
     "bytes through Redis": {},
     "compressed bytes (zstd 1)": {"GAMEBATCH_COMPRESS_PAYLOADS": "true"},
@@ -36,7 +36,7 @@ TRANSPORTS = {
 
 def cluster(data: Path, quick: bool) -> list[Row]:
     """Throughput per transport and number of slow hosts, and each one's scaling from one."""
-    if not _quotas_work():
+    if not quotas_work():
         return [Row("cluster", "cluster in miniature", 0.0, None, "", None, "", None,
                     "skipped: needs root and cgroup v1's cpu controller")]  # fmt: skip
     count = 40 if quick else 2200  # 200,000-character strgame games: 8 MB, or 440 MB
@@ -74,17 +74,17 @@ def _drain(
     with (
         tempfile.TemporaryDirectory(prefix="gamebatch-cluster-") as tmp,
         RedisServer(Path(tmp) / "redis") as server,
-        _quotas(hosts) as groups,
+        quotas(hosts, SHARE) as groups,
     ):
         env = {"GAMEBATCH_BROKER_URL": server.url, **env_extra}
         job = gamebatch("submit", "-p", "strgame", str(path), env=env).stdout.split()[-1].decode()
         client = redis.Redis.from_url(server.url)
-        before = _redis_cpu(client)
-        workers = [_worker(env, group) for group in groups]
+        before = redis_cpu(client)
+        workers = [throttled_worker(env, group) for group in groups]
         try:
             out = Path(tmp) / "result.out"
             gamebatch("collect", job, "-o", str(out), env=env)
-            busy = _redis_cpu(client) - before
+            busy = redis_cpu(client) - before
             if out.read_bytes() != expected:
                 raise SystemExit(f"cluster: wrong answers with {hosts} host(s)")
             status = json.loads(gamebatch("status", job, "--json", env=env).stdout)
@@ -97,7 +97,7 @@ def _drain(
                 worker.wait()
 
 
-def _worker(env: dict[str, str], group: Path) -> subprocess.Popen[bytes]:
+def throttled_worker(env: dict[str, str], group: Path) -> subprocess.Popen[bytes]:
     """`gamebatch worker` of one pool process, in `group` with everything it starts."""
     procs = str(group / "cgroup.procs")
 
@@ -112,8 +112,8 @@ def _worker(env: dict[str, str], group: Path) -> subprocess.Popen[bytes]:
 
 
 @contextlib.contextmanager
-def _quotas(count: int) -> Iterator[list[Path]]:
-    """`count` cpu cgroups of SHARE of a core each, removed afterwards (once the processes
+def quotas(count: int, share: float) -> Iterator[list[Path]]:
+    """`count` cpu cgroups of `share` of a core each, removed afterwards (once the processes
     killed in them are gone)."""
     base = f"gamebatch-bench-{os.getpid()}-{next(_NAMES)}"
     groups = [CPU_CGROUPS / f"{base}-{i}" for i in range(count)]
@@ -121,7 +121,7 @@ def _quotas(count: int) -> Iterator[list[Path]]:
         for group in groups:
             group.mkdir()
             (group / "cpu.cfs_period_us").write_text(str(PERIOD_US))
-            (group / "cpu.cfs_quota_us").write_text(str(int(PERIOD_US * SHARE)))
+            (group / "cpu.cfs_quota_us").write_text(str(int(PERIOD_US * share)))
         yield groups
     finally:
         deadline = time.monotonic() + 10
@@ -135,10 +135,10 @@ def _quotas(count: int) -> Iterator[list[Path]]:
                     time.sleep(0.05)
 
 
-def _quotas_work() -> bool:
+def quotas_work() -> bool:
     """Whether this process may make cpu cgroups with quotas here."""
     try:
-        with _quotas(1):
+        with quotas(1, SHARE):
             return True
     except OSError:
         return False

@@ -630,6 +630,12 @@ def _cluster(data: Path, quick: bool) -> list[Row]:
     return cluster(data, quick)
 
 
+def _shards(data: Path, quick: bool) -> list[Row]:
+    from benchmarks.shards import shards
+
+    return shards(data, quick)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes (CI)")
@@ -659,6 +665,7 @@ def main() -> int:
         "judging": lambda: _judging(data, args.quick),
         "transports": lambda: _transports(data, args.quick),
         "cluster": lambda: _cluster(data, args.quick),
+        "shards": lambda: _shards(data, args.quick),
     }
     rows: list[Row] = []
     for name, suite in suites.items():

@@ -39,7 +39,8 @@ def _cpu_of_tree(pid: int) -> float:
     return total
 
 
-def _redis_cpu(client: redis.Redis) -> float:
+def redis_cpu(client: redis.Redis) -> float:
+    """CPU seconds the Redis has used since it started."""
     info = client.info("cpu")
     return float(info["used_cpu_sys"]) + float(info["used_cpu_user"])
 
@@ -60,7 +61,7 @@ def _drain(path: Path, game: str, env_extra: dict[str, str]) -> dict[str, float]
         )  # fmt: skip
         try:
             time.sleep(4)  # started and idle: what it used for that is not the job's
-            idle, before = _cpu_of_tree(worker.pid), _redis_cpu(client)
+            idle, before = _cpu_of_tree(worker.pid), redis_cpu(client)
             start = time.monotonic()
             submitted = gamebatch("submit", "-p", game, str(path), env=env).stdout.split()
             job = submitted[-1].decode()
@@ -68,7 +69,7 @@ def _drain(path: Path, game: str, env_extra: dict[str, str]) -> dict[str, float]
             gamebatch("collect", job, "-o", str(out), env=env)
             took = time.monotonic() - start
             used = _cpu_of_tree(worker.pid) - idle - (took * _idle_rate(worker.pid))
-            redis_used = _redis_cpu(client) - before
+            redis_used = redis_cpu(client) - before
             if out.read_bytes() != solve_in_process(game, path):
                 raise SystemExit(f"stages: wrong answers for {path.name}")
             chunks = int(client.hget(keys.job(job), "chunks") or 0)

@@ -19,7 +19,7 @@ from pathlib import Path
 import redis
 
 from benchmarks.run import Row, gamebatch, solve_in_process, write_cases
-from benchmarks.stages import _cpu_of_tree, _idle_rate, _redis_cpu
+from benchmarks.stages import _cpu_of_tree, _idle_rate, redis_cpu
 from pipeline.local.redis_server import RedisServer
 from tests.s3server import BUCKET, S3, can_hide, hidden
 
@@ -92,10 +92,10 @@ def _drain(
         )  # fmt: skip
         try:
             time.sleep(3)  # started: what it used for that is not the job's
-            quiet = _redis_cpu(client)
+            quiet = redis_cpu(client)
             time.sleep(2)  # idle: Redis's cost of a worker host that waits for work
-            redis_idle = (_redis_cpu(client) - quiet) / 2
-            idle, before = _cpu_of_tree(worker.pid), _redis_cpu(client)
+            redis_idle = (redis_cpu(client) - quiet) / 2
+            idle, before = _cpu_of_tree(worker.pid), redis_cpu(client)
             store, memory = _cpu_of_tree(s3.process.pid), int(client.info("memory")["used_memory"])
             children = os.times()
             start = time.monotonic()
@@ -113,7 +113,7 @@ def _drain(
                 took,
                 producer,
                 max(used, 0.0),
-                max(_redis_cpu(client) - before - took * redis_idle, 0.0),
+                max(redis_cpu(client) - before - took * redis_idle, 0.0),
                 redis_idle,
                 _cpu_of_tree(s3.process.pid) - store,
                 int(client.info("memory")["used_memory_peak"]) - memory,

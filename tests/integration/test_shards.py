@@ -14,6 +14,7 @@ from pipeline.registry import get_problem
 from pipeline.shards import pick
 from tests.conftest import Workers
 from tests.helpers import answers
+from tests.integration.server import Server, wait_until_ended
 from tests.integration.test_pipeline import SMALL_CHUNKS, gamebatch, write_dataset
 
 pytestmark = pytest.mark.integration
@@ -94,3 +95,32 @@ def test_jobs_spread_over_two_redis_servers_each_whole_on_one(tmp_path: Path) ->
         assert (tmp_path / "one.out").read_text() in expected
         cancelled = gamebatch("cancel", job_id, env=sharded)
         assert cancelled.returncode == 1 and "ended" in cancelled.stdout + cancelled.stderr
+
+
+def test_the_http_service_serves_jobs_on_every_shard(tmp_path: Path) -> None:
+    problem = get_problem("strgame")
+    inputs = write_dataset(tmp_path, "strgame", files=4, cases=50, seed=21)
+    with RedisServer(tmp_path / "a") as a, RedisServer(tmp_path / "b") as b:
+        pool = Workers(a.url, tmp_path)
+        server = Server(tmp_path, a.url, shards=[b.url])
+        try:
+            _start_sharded_worker(pool, b.url, tmp_path)
+            server.start()
+            with server.client() as http:
+                ids = []
+                for path in inputs:
+                    created = http.put(
+                        "/v1/jobs", params={"problem": "strgame"}, content=path.read_bytes()
+                    )
+                    assert created.status_code == 201, created.text
+                    ids.append(created.json()["id"])
+                for job_id, path in zip(ids, inputs, strict=True):
+                    assert wait_until_ended(http, job_id)["state"] == "done"
+                    result = http.get(f"/v1/jobs/{job_id}/result")
+                    assert result.text == answers(problem, path.read_text())
+                assert {j["id"] for j in http.get("/v1/jobs").json()["jobs"]} == set(ids)
+            on_a, on_b = _jobs(a.url), _jobs(b.url)
+            assert on_a | on_b == set(ids) and on_a and on_b and not on_a & on_b
+        finally:
+            server.stop()
+            pool.stop()
