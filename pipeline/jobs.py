@@ -3,14 +3,12 @@ the page through the HTTP routes): their one view, their listing and their cance
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Mapping
 from typing import Any
 
-from pipeline.errors import GamebatchError
-from pipeline.jobstate import PAYLOAD_OBJECT, Cancel
+from pipeline.jobstate import Cancel
 from pipeline.jobview import LIVE, view
-from pipeline.objects import ObjectUrl, is_remote, listing, remove
+from pipeline.payload_store import drop_payload
 from pipeline.store import Store
 
 
@@ -42,36 +40,3 @@ class Jobs:
         if cancelled.found and not cancelled.ended:
             drop_payload(self.store, job_id)
         return cancelled
-
-
-def drop_payload(store: Store, job_id: str) -> None:
-    """Delete the payload store's copy of a job's input (when it has one): its chunks will
-    not be read again. A store that cannot delete it now leaves it (it is only bytes)."""
-    url = (store.manifest(job_id) or {}).get(PAYLOAD_OBJECT)
-    if url and is_remote(url):
-        with contextlib.suppress(GamebatchError):
-            remove(ObjectUrl(url))
-
-
-COPY_GRACE_SECONDS = 24 * 3600  # a younger copy may be one a producer is still making
-
-
-def forgotten(
-    listed: list[tuple[ObjectUrl, float]], kept: set[str], now: float, grace: float
-) -> list[ObjectUrl]:
-    """The payload-store copies that no kept job names and that are older than `grace` (a
-    producer uploads its copy before its job's manifest names it)."""
-    return [url for url, written in listed if url not in kept and now - written > grace]
-
-
-def sweep_payload_store(store: Store, folder: str, now: float) -> int:
-    """Delete the copies in this cluster's `folder` of the payload store that no kept job
-    names (their producer was killed before its job ended, or the job's keys expired): the
-    number deleted. Errors leave them for another round."""
-    with contextlib.suppress(GamebatchError):
-        listed = listing(f"{folder}/")
-        gone = forgotten(listed, store.payload_objects(), now, COPY_GRACE_SECONDS)
-        for url in gone:
-            remove(url)
-        return len(gone)
-    return 0

@@ -44,7 +44,8 @@ def answer_lines(words: tuple[str, ...], invalid_word: str) -> dict[int, str]:
 # 5: a place in a file that grows as it is uploaded (FilePayload with a CRC-32).
 # 6: a place in a file is checked by the BLAKE3 digest of its bytes (FilePayload.digest).
 # 7: judging chunks (JudgePayload): a program and cases to run it on.
-FORMAT = 7
+# 8: a chunk's payload may be kept in the payload store, Redis holding its place (StoredPayload).
+FORMAT = 8
 
 
 def digest_of(data: bytes | memoryview) -> str:
@@ -135,6 +136,53 @@ def packed(payload: bytes) -> bytes:
 
 
 _HEADER_MAX = 4096  # a slice payload's header line is shorter than this
+
+
+@dataclass(frozen=True)
+class StoredPayload:
+    """A chunk's payload kept in the payload store (the bytes it would carry through Redis):
+    the object `url`, of `size` bytes and `digest` (see digest_of), which the worker reads and
+    decodes as the payload itself."""
+
+    url: str
+    size: int
+    digest: str
+
+    def encode(self) -> bytes:
+        """Compact JSON."""
+        doc = {"format": FORMAT, "kind": "stored", "url": self.url, "size": self.size}
+        return json.dumps({**doc, "digest": self.digest}, separators=(",", ":")).encode()
+
+    def read(self) -> bytes:
+        """The payload it names; BadPayload when it is gone or holds other bytes."""
+        try:
+            data = read_range(self.url, 0, self.size)
+        except UsageError as exc:
+            raise BadPayload(str(exc)) from None
+        if len(data) != self.size or digest_of(data) != self.digest:
+            raise BadPayload(f"the payload store holds other bytes at {self.url} than were queued")
+        return data
+
+
+def open_payload(data: bytes) -> Payload:
+    """decode_payload of a chunk's payload as Redis holds it: one kept in the payload store is
+    read from there first (a payload kept there names no other)."""
+    stored = _stored(data) if len(data) < _HEADER_MAX else None
+    return decode_payload(data if stored is None else stored.read())
+
+
+def _stored(data: bytes) -> StoredPayload | None:
+    """The place of a payload kept in the payload store, or None for any other payload."""
+    try:
+        doc = json.loads(data)
+        if doc.get("format") != FORMAT or doc.get("kind") != "stored":
+            return None
+        url, size, digest = doc["url"], int(doc["size"]), doc["digest"]
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None  # decode_payload says what is wrong with it
+    if not isinstance(url, str) or not is_remote(url) or size < 0 or not isinstance(digest, str):
+        raise BadPayload("a stored payload's place of another shape")
+    return StoredPayload(url, size, digest)
 
 
 @dataclass(frozen=True)

@@ -142,6 +142,12 @@ def upload(path: Path, url: str) -> None:
         raise UsageError(f"cannot read {path}: {exc.strerror}") from None
 
 
+def put(url: str, data: bytes) -> None:
+    """Write `data` as the object `url` (whole or not at all)."""
+    with write_whole(url) as target:
+        target.write(data)
+
+
 def listing(prefix: str) -> list[tuple[ObjectUrl, float]]:
     """The objects under a URL prefix, each with when it was written (seconds since the
     epoch); an object whose store names no time is left out."""
@@ -165,6 +171,12 @@ def remove(url: str) -> None:
     fs, path = _fs(url)
     with _errors(url), contextlib.suppress(FileNotFoundError):
         fs.rm_file(path)
+
+
+def remove_all(url: str) -> None:
+    """Delete the object, or every object under a folder's URL (one that ends with /)."""
+    for found in [name for name, _ in listing(url)] if url.endswith("/") else [url]:
+        remove(found)
 
 
 class _Writing:

@@ -17,14 +17,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Protocol
 
+from pipeline import objects
 from pipeline.chunking import Chunk, chunk_cases, place_cut
 from pipeline.config import Settings
 from pipeline.connections import this_process
 from pipeline.errors import InputError, JobCancelled, JobLost, UsageError
 from pipeline.jobstate import PAYLOAD_OBJECT, JobCounters, JobState, Put
-from pipeline.messages import ChunkPayload, FilePayload, SlicePayload, digest_of, packed
+from pipeline.messages import (
+    ChunkPayload,
+    FilePayload,
+    SlicePayload,
+    StoredPayload,
+    digest_of,
+    packed,
+)
 from pipeline.objects import ObjectUrl, open_read
 from pipeline.objects import stat as object_stat
+from pipeline.payload_store import PayloadFolder
 from pipeline.problem import Problem, scanner
 from pipeline.reader import read_batches
 from pipeline.slices import Deferred, Limits, SliceChunk, slice_chunks
@@ -104,7 +113,7 @@ def submit(
     source: Source | None = None,
     name: str | None = None,
     spooled: bool = False,
-    mirror: ObjectUrl | None = None,
+    stored: PayloadFolder | None = None,
 ) -> Submitted:
     """Validate and queue every chunk without answers; reuse a finished earlier run.
 
@@ -113,24 +122,24 @@ def submit(
     time reads a job's input (another waits, or takes over from a dead one); answered
     chunks are reused only for the very same bytes. `window` > 0 bounds the chunks of this
     run in flight. Bad input removes the job and raises InputError, unless `keep_going`
-    (invalid cases are recorded). A `source` is an input not yet whole (an upload);
-    messages call the file `name`. Chunks name their place in an object, in a file whose
-    copy is the object `mirror`, or (`file_payloads`) in a regular or `spooled` file.
+    (invalid cases are recorded). A `source` is an input not yet whole (an upload); messages
+    call the file `name`. Chunks name their place in an object, in a file's copy in the
+    payload store (`stored`), or (`file_payloads`) in a regular or `spooled` file; else they
+    carry its bytes (kept in `stored`'s folder when there is one).
     """
-    if mirror is not None:  # its chunks are places (in the copy)
+    if stored and stored.copy:  # its chunks are places (in the copy)
         settings = settings.model_copy(update={"file_payloads": True})
     plan, digest = _first_reading(problem, path, settings, source, keep_going)
     job_id = job_id_for(problem, digest, keep_going)
-    fields = _manifest(problem, path, settings, lane, mirror=mirror, cut=plan.cut if plan else None)
+    fields = _manifest(problem, path, settings, lane, stored=stored, cut=plan.cut if plan else None)
     token = f"{this_process()}:{secrets.token_hex(8)}"
     claimed = _claim(store, job_id, fields, token, settings, on_progress=on_progress)
     if isinstance(claimed, JobCounters):
         on_cases(claimed.total or 0)
         return Submitted(job_id, path, claimed.total or 0, claimed.chunks or 0, 0, keep_going)
     run = _Production(problem, store, send, job_id, token, keep_going=keep_going, on_cases=on_cases)
-    run.mirror, run.compress = mirror, settings.compress_payloads
-    if window:
-        run.window = Window(store, job_id, settings, on_progress, chunks=window)
+    run.carry(stored, compress=settings.compress_payloads)
+    run.window = Window(store, job_id, settings, on_progress, chunks=window) if window else None
     with _Renewal(store, job_id, token, CLAIM_SECONDS), _Owned(store, run, path):
         if plan is not None and plan.fits(claimed):
             run.queue_places(path, plan.pieces or [], plan.version)
@@ -436,13 +445,13 @@ def _manifest(
     settings: Settings,
     lane: str,
     *,
-    mirror: str | None,
+    stored: PayloadFolder | None,
     cut: tuple[int, int] | None,
 ) -> dict[str, str | int]:
     """A new job's manifest; `cut` is its plan's (else the settings' chunks)."""
     target_work, max_cases = cut or (settings.chunk.target_work, settings.chunk.max_cases)
     return {
-        **({PAYLOAD_OBJECT: mirror} if mirror else {}),
+        **({PAYLOAD_OBJECT: stored.folder} if stored else {}),
         "problem": problem.name,
         "input": path.name,
         "target_work": target_work,
@@ -473,6 +482,7 @@ class _Production:
         self.version = ""  # or object (its URL), as of this version
         self.mirror: ObjectUrl | None = None  # an object of the same bytes as the input file
         self.compress = False  # chunks that carry bytes carry them compressed
+        self.stash: ObjectUrl | None = None  # and keep them in objects in this folder
         self.reusable = store.answered_digests(job_id)  # answered before: kept if the same
         self.mine: set[int] = set()  # chunks this run queued already (by the C path)
         self.counted = 0  # chunks whose cases were reported already (by the C path)
@@ -546,7 +556,7 @@ class _Production:
 
     def _queue(self, chunk: Chunk) -> None:
         payload = ChunkPayload(self.problem.name, chunk.first, chunk.cases).encode()
-        sent = (lambda: packed(payload)) if self.compress else (lambda: payload)
+        sent = self._carried(chunk.index, lambda: payload)
         self._put(chunk.index, len(chunk.cases), digest_of(payload), sent)
         self.store.add_invalid(self.job_id, self.invalid, self.token)
         self.invalid.clear()
@@ -560,7 +570,7 @@ class _Production:
         payload: Callable[[], bytes]
         if self.file is None:
             carried = SlicePayload(self.problem.name, piece.first, piece.count, data)
-            payload = (lambda: packed(carried.encode())) if self.compress else carried.encode
+            payload = self._carried(piece.index, carried.encode)
         else:
             payload = FilePayload(
                 self.problem.name,
@@ -573,6 +583,28 @@ class _Production:
                 self.version,
             ).encode
         self._put(piece.index, piece.count, f"{digest}:{place}", payload)
+
+    def carry(self, stored: PayloadFolder | None, *, compress: bool) -> None:
+        """How chunks carry the input: compressed, and in the payload store (`stored`):
+        as ranges of its copy of the input file, or as objects of their own."""
+        self.compress = compress
+        if stored is not None:
+            self.mirror, self.stash = stored.copy, stored.folder
+
+    def _carried(self, index: int, encode: Callable[[], bytes]) -> Callable[[], bytes]:
+        """A payload that carries the input's bytes: compressed (compress_payloads), and kept
+        in an object of the job's folder in the payload store when it has one (its chunk
+        then names the object, and Redis carries a few hundred bytes)."""
+
+        def made() -> bytes:
+            data = packed(encode()) if self.compress else encode()
+            if self.stash is None:
+                return data
+            url = f"{self.stash}chunk-{index}"
+            objects.put(url, data)
+            return StoredPayload(url, len(data), digest_of(data)).encode()
+
+        return made
 
     def _put(self, index: int, cases: int, digest: str, payload: Callable[[], bytes]) -> None:
         """Queue chunk `index` unless this run queued it, or an earlier one answered the same

@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
-import secrets
 import sys
-import threading
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -28,27 +24,19 @@ from pipeline.errors import (
     UnknownJob,
 )
 from pipeline.files import OutputError
-from pipeline.jobs import Jobs, drop_payload, sweep_payload_store
+from pipeline.jobs import Jobs
 from pipeline.jobstate import JobCounters, JobState, is_job_id
 from pipeline.jobstore import JobStore
 from pipeline.local import producers
 from pipeline.objects import ObjectUrl, Place
-from pipeline.problem import Problem, runs_in_process
+from pipeline.payload_store import PayloadFolder, drop_payload, payload_folder, produced_with
+from pipeline.problem import Problem, runs_in_process, scanner
 from pipeline.progress import ProgressBar
 from pipeline.recovery import Recovery, queued_messages
 from pipeline.registry import get_problem
 from pipeline.shards import ShardedStore, open_store
 from pipeline.sharing import Sharing
 from pipeline.store import Store
-
-STORE_SWEEP_SECONDS = 3600  # the payload store is swept for forgotten copies this often
-
-
-def _sweep_quietly(store: Store, folder: str, now: float) -> None:
-    """The payload store's sweep, in the background of a command: best effort, so that
-    nothing of it (a Redis closed as the command ends, say) ever reaches the terminal."""
-    with contextlib.suppress(Exception):
-        sweep_payload_store(store, folder, now)
 
 
 @dataclass
@@ -333,9 +321,10 @@ class _SolveRun:
             c.ensure()  # a big input is likely new work: the workers' start overlaps the hashing
 
         def submit() -> producer.Submitted:
-            mirror = self._mirror(item, small)
-            try:
-                done = producer.submit(
+            stored = None if small else self._payload_folder(item)
+            return produced_with(
+                stored,
+                lambda: producer.submit(
                     self.problem,
                     item.input,
                     c.store,
@@ -349,38 +338,17 @@ class _SolveRun:
                     source=item.source,
                     name=item.name,
                     spooled=item.spooled,
-                    mirror=mirror,
-                )
-            except GamebatchError:  # the job is abandoned (an interrupted one goes on)
-                if mirror is not None:
-                    with contextlib.suppress(GamebatchError):
-                        objects.remove(mirror)
-                raise
-            if mirror is not None and done.queued == 0:  # no chunk of this run reads it
-                objects.remove(mirror)
-            return done
+                    stored=stored,
+                ),
+            )
 
         return producer.retry_when_lost(submit, item.input, self.report)
 
-    def _mirror(self, item: FileJob, small: bool) -> ObjectUrl | None:
-        """The payload store's copy of an input file that the workers cannot see (its chunks
-        name ranges of it): uploaded now, or None when it needs none."""
-        s = self.c.settings
-        if not s.payload_store or s.file_payloads or small or not isinstance(item.input, Path):
-            return None
-        if item.source is not None:
-            return None
-        folder = f"{s.payload_store}/inputs/{self.c.store.cluster_id()}"  # this cluster's
-        if self.c.store.claim_store_sweep(STORE_SWEEP_SECONDS):  # one producer an hour
-            threading.Thread(
-                target=_sweep_quietly,
-                args=(self.c.store, folder, time.time()),
-                name="gamebatch-store-sweep",
-                daemon=True,
-            ).start()
-        url = ObjectUrl(f"{folder}/{secrets.token_hex(12)}/{item.input.name}")
-        objects.upload(item.input, url)
-        return url
+    def _payload_folder(self, item: FileJob) -> PayloadFolder | None:
+        """The job's folder in the payload store (see payload_folder): its chunks carry
+        bytes when the input is still arriving or the Python reader validates it."""
+        carried = item.source is not None or self.keep_going or scanner(self.problem) is None
+        return payload_folder(self.c.store, self.c.settings, item.input, carried=carried)
 
     @cached_property
     def sharing(self) -> Sharing:

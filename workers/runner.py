@@ -24,8 +24,8 @@ from pipeline.messages import (
     JudgePayload,
     Payload,
     SlicePayload,
-    decode_payload,
     encode_answer,
+    open_payload,
 )
 from pipeline.problem import Problem, slice_solver
 from pipeline.registry import registry
@@ -131,7 +131,7 @@ def run_chunk(store: Store, job_id: str, index: int, policy: Policy = Policy()) 
     if raw is None:
         return Outcome.DUPLICATE if attempt == 0 else Outcome.GONE
     try:
-        payload = decode_payload(raw)
+        payload = open_payload(raw)
     except BadPayload as exc:
         store.fail_chunk(job_id, index, str(exc))
         return Outcome.FAILED

@@ -14,6 +14,8 @@ from pipeline import producer
 from pipeline.config import Settings
 from pipeline.errors import GamebatchError, InputError
 from pipeline.local.children import tie_to_parent
+from pipeline.payload_store import payload_folder, produced_with
+from pipeline.problem import scanner
 from pipeline.registry import get_problem
 from pipeline.shards import open_store
 
@@ -153,17 +155,25 @@ def _produce(task: FileTask, on_cases: Callable[[int], None]) -> Result:
     try:
         send = cluster_sender(settings, store)
 
+        problem = get_problem(task.problem)
+        carried = task.keep_going or scanner(problem) is None  # the Python reader's chunks
+
         def submit() -> producer.Submitted:
-            return producer.submit(
-                get_problem(task.problem),
-                task.input,
-                store,
-                send,
-                settings,
-                window=settings.chunk.window,
-                keep_going=task.keep_going,
-                lane=task.lane,
-                on_cases=on_cases,
+            stored = payload_folder(store, settings, task.input, carried=carried)
+            return produced_with(
+                stored,
+                lambda: producer.submit(
+                    problem,
+                    task.input,
+                    store,
+                    send,
+                    settings,
+                    window=settings.chunk.window,
+                    keep_going=task.keep_going,
+                    lane=task.lane,
+                    on_cases=on_cases,
+                    stored=stored,
+                ),
             )
 
         return producer.retry_when_lost(

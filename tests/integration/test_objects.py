@@ -4,6 +4,8 @@ never holds its bytes, and a result object appears whole or not at all."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import subprocess
 import sys
 import time
@@ -14,10 +16,10 @@ import pytest
 import redis
 
 from pipeline import keys, objects
-from pipeline.jobs import COPY_GRACE_SECONDS, sweep_payload_store
 from pipeline.jobstate import PAYLOAD_OBJECT
 from pipeline.jobstore import JobStore
 from pipeline.local.redis_server import RedisServer
+from pipeline.payload_store import COPY_GRACE_SECONDS, sweep_payload_store
 from pipeline.registry import get_problem
 from tests.conftest import Workers, run_reference
 from tests.helpers import answers, command_env, input_text, random_cases
@@ -205,6 +207,64 @@ def test_an_http_upload_reaches_workers_that_share_nothing_through_the_payload_s
     # what Redis was sent in all (the server's and workers' commands): none of the input
     # (its memory peak is no measure here: the server's connections take more than chunks)
     assert received < len(text) // 10, (received, len(text))
+    assert kept == 0 and s3.unfinished_uploads() == []
+
+
+@pytest.mark.integration
+def test_chunks_that_carry_bytes_keep_them_in_the_payload_store_not_redis(
+    s3: S3,
+    redis_server: RedisServer,
+    tmp_path: Path,
+    reference: dict[str, Path] | None,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What cannot be a range of a copy (the Python reader's chunks with --keep-going, an
+    upload read while it arrives) keeps each chunk's payload in an object of the job's
+    folder: workers that share nothing with the producer get the cases, Redis gets their
+    places, and the folder goes with the job."""
+    if not can_hide():
+        pytest.skip("needs unshare and root for a mount namespace")
+    for name, value in s3.env.items():
+        monkeypatch.setenv(name, value)  # the server's AWS settings
+    problem = get_problem("strgame")
+    text = input_text(problem, random_cases(problem, "random", 12_000, 200, seed=28))
+    given = tmp_path / "producer" / "data.in"
+    given.parent.mkdir()
+    given.write_text(text)
+    store_env = {**s3.env, "GAMEBATCH_PAYLOAD_STORE": f"s3://{BUCKET}/spool/"}
+    pool = Workers(redis_server.url, tmp_path.parent)
+    serve = Server(tmp_path, redis_server.url, payload_store=f"s3://{BUCKET}/spool")
+    try:
+        pool.start(concurrency=2, prefix=hidden([tmp_path]), **s3.env)
+        client = _warmed(s3, redis_server)
+        sent = [int(client.info("stats")["total_net_input_bytes"])]
+        out = tmp_path / "producer" / "data.out"
+        args = ("solve", "-q", "-p", "strgame", "--broker", redis_server.url, "--keep-going")
+        done = _gamebatch(*args, str(given), "-o", str(out), env=store_env)
+        assert done.returncode == 0, done.stderr
+        sent.append(int(client.info("stats")["total_net_input_bytes"]))
+        serve.start()
+        data = text.replace("\n", " \n").encode()  # other bytes: a job of its own
+        digest = "sha-256=:" + base64.b64encode(hashlib.sha256(data).digest()).decode() + ":"
+        with serve.client() as http:
+            blocks = (data[i : i + 65536] for i in range(0, len(data), 65536))
+            headers = {"Content-Digest": digest, "Content-Length": str(len(data))}
+            created = http.put("/v1/jobs?problem=strgame", content=blocks, headers=headers)
+            assert created.status_code == 201, created.text
+            ended = wait_until_ended(http, created.json()["id"])
+            assert ended["state"] == "done", ended
+            uploaded = http.get(f"/v1/jobs/{ended['id']}/result").text
+        sent.append(int(client.info("stats")["total_net_input_bytes"]))
+        folders = [client.hget(keys.job(j), PAYLOAD_OBJECT) for j in (ended["id"],)]
+        kept = s3.client.list_objects_v2(Bucket=BUCKET, Prefix="spool/").get("KeyCount")
+    finally:
+        serve.stop()
+        pool.stop()
+    assert out.read_text() == uploaded == _expected(text, reference)
+    # all that Redis was sent, by each run: commands and places, none of the input
+    assert sent[1] - sent[0] < len(text) // 10, sent
+    assert sent[2] - sent[1] < len(text) // 10, sent
+    assert folders[0] is not None and folders[0].endswith(b"/")
     assert kept == 0 and s3.unfinished_uploads() == []
 
 

@@ -8,6 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 import pipeline.registry as registry_module
+from pipeline import messages
 from pipeline.errors import UsageError
 from pipeline.games.strgame import make_case
 from pipeline.messages import (
@@ -17,9 +18,12 @@ from pipeline.messages import (
     BadPayload,
     ChunkPayload,
     SlicePayload,
+    StoredPayload,
     answer_lines,
     decode_payload,
+    digest_of,
     encode_answer,
+    open_payload,
     packed,
 )
 
@@ -54,6 +58,41 @@ def test_a_compressed_payload_decodes_to_its_payload_and_a_bad_one_is_refused() 
     small = json.dumps({**json.loads(head), "size": 10}).encode() + b"\n" + bomb
     with pytest.raises(BadPayload, match="of 11 bytes where its header says 10"):  # not 64 MB
         decode_payload(small)
+
+
+def test_a_payload_kept_in_the_payload_store_is_read_from_there_and_checked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    objects: dict[str, bytes] = {}
+
+    def read_range(url: str, offset: int, length: int) -> bytes:
+        if url not in objects:
+            raise UsageError(f"cannot read {url}: no such object")
+        return objects[url][offset : offset + length]
+
+    monkeypatch.setattr(messages, "read_range", read_range)
+
+    def kept(url: str, data: bytes) -> bytes:
+        objects[url] = data
+        return StoredPayload(url, len(data), digest_of(data)).encode()
+
+    cases = ChunkPayload("strgame", 41, [make_case(3, ["ab", "c"]), None])
+    assert open_payload(kept("s3://b/j/chunk-0", cases.encode())) == cases
+    data = b"3\n1 2\nab\n" * 1000
+    raw = packed(SlicePayload("strgame", 7, 3000, data).encode())
+    found = open_payload(kept("s3://b/j/chunk-1", raw))  # compressed, then kept
+    assert isinstance(found, SlicePayload) and bytes(found.data) == data
+    assert open_payload(cases.encode()) == cases  # a payload in Redis is itself
+    reference = kept("s3://b/j/chunk-2", cases.encode())
+    objects["s3://b/j/chunk-2"] = cases.encode().replace(b"41", b"42")  # changed since
+    with pytest.raises(BadPayload, match="holds other bytes at s3://b/j/chunk-2"):
+        open_payload(reference)
+    with pytest.raises(BadPayload, match="no such object"):
+        open_payload(StoredPayload("s3://b/gone", 3, "0" * 64).encode())
+    with pytest.raises(BadPayload, match="malformed"):  # one store layer only
+        open_payload(kept("s3://b/j/chunk-3", kept("s3://b/j/chunk-4", cases.encode())))
+    with pytest.raises(BadPayload, match="of another shape"):  # never a local file
+        open_payload(StoredPayload("/etc/passwd", 3, "0" * 64).encode())
 
 
 @pytest.mark.parametrize(

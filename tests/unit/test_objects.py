@@ -8,9 +8,9 @@ import pytest
 
 from pipeline.config import load_settings
 from pipeline.errors import UsageError
-from pipeline.jobs import forgotten
 from pipeline.messages import BadPayload, FilePayload, decode_payload
 from pipeline.objects import ObjectUrl, is_remote, place, shown
+from pipeline.payload_store import forgotten
 
 
 def test_a_place_is_a_path_a_file_url_or_an_object() -> None:
@@ -51,3 +51,10 @@ def test_a_copy_is_forgotten_when_no_kept_job_names_it_and_it_is_old() -> None:
     listed = [(old, 1000.0), (young, 4000.0), (named, 1000.0)]
     assert forgotten(listed, {str(named)}, now=4500.0, grace=3000.0) == [old]
     assert forgotten(listed, set(), now=4500.0, grace=5000.0) == []
+
+
+def test_a_kept_jobs_folder_keeps_everything_in_it() -> None:
+    folder = "s3://b/inputs/c/job1/"
+    inside = [(ObjectUrl(f"{folder}{name}"), 1000.0) for name in ("x.in", "chunk-0")]
+    beside = (ObjectUrl("s3://b/inputs/c/job10/chunk-0"), 1000.0)  # a prefix, not a folder
+    assert forgotten([*inside, beside], {folder}, now=9000.0, grace=10.0) == [beside[0]]
