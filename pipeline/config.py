@@ -31,7 +31,8 @@ class ChunkSettings(Section):
     # a chunk that names its place in a file or object (not its bytes) grows with the input,
     # up to place_scale times the above, while the input still makes place_spread chunks
     place_scale: int = Field(10, ge=1)
-    place_spread: int = Field(16, gt=0)
+    # 0: twice the pool processes of the workers alive in the cluster, and at least 16
+    place_spread: int = Field(0, ge=0)
     window: int = Field(256, ge=0)  # chunks in flight while `solve` produces; 0: no limit
     window_bytes: int = Field(256 << 20, gt=0)  # and their payload bytes at most
     local_cases: int = Field(100_000, ge=0)  # a comparison job this small runs in `grade`

@@ -32,6 +32,14 @@ def check_input(path: Path) -> None:
         raise UsageError(f"cannot read {path}: Permission denied")
 
 
+def is_regular(path: Path) -> bool:
+    """Whether the path is a regular file (not a pipe or a device, which read only once)."""
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return False  # its reader reports it
+
+
 def check_output(path: Path, inputs: Iterable[Path] = ()) -> None:
     """Refuse, before any work, an output that cannot be written or would replace an input.
 

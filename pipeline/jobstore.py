@@ -415,6 +415,20 @@ class JobStore:
                 pipe.hget(keys.job(job_id.decode()), PAYLOAD_OBJECT)
             return {url.decode() for url in pipe.execute() if url}
 
+    def note_capacity(self, worker: str, processes: int, keep: float) -> None:
+        """Say that `worker` lives with `processes` pool processes; forget workers that have
+        said nothing for `keep` seconds."""
+        now = self.now()
+        with self.client.pipeline(transaction=False) as pipe:
+            pipe.zremrangebyscore(keys.CAPACITY, "-inf", now - keep)
+            pipe.zadd(keys.CAPACITY, {f"{worker}:{processes}": now})
+            pipe.execute()
+
+    def capacity(self, fresh: float) -> int:
+        """Pool processes of the workers that said they live in the last `fresh` seconds."""
+        listed = self.client.zrangebyscore(keys.CAPACITY, self.now() - fresh, "+inf")
+        return sum(int(member.rsplit(b":", 1)[1]) for member in listed)
+
     def now(self) -> float:
         """The Redis clock, which job timestamps use."""
         seconds, micros = self.client.time()

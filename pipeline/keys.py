@@ -32,6 +32,8 @@ gb:sweep:cursor           string where in gb:jobs the next sweep looks beyond gb
 gb:sweep:store            string a producer looking for forgotten payload-store copies; expires
 gb:cluster                string this cluster's random id: its payload-store copies are under
                                  inputs/{id}/, and only its own are ever swept
+gb:capacity               zset   "worker node name:pool processes" by the Redis time it last said
+                                 so (every lease_seconds / 3); older than a few minutes: gone
 gb:table:{name}           string shared tables (Grundy tables), computed once per cluster
 gb:verdicts:{key}         string one output file's verdicts (JSON: letters, first mismatches,
                                  extra output), keyed by what they depend on (see
@@ -71,6 +73,7 @@ SWEEP = f"{PREFIX}:sweep"
 SWEEP_CURSOR = f"{PREFIX}:sweep:cursor"  # where in JOBS the next sweep looks further
 STORE_SWEEP = f"{PREFIX}:sweep:store"  # held while a producer sweeps the payload store
 CLUSTER = f"{PREFIX}:cluster"  # this cluster's random id (its folder in the payload store)
+CAPACITY = f"{PREFIX}:capacity"  # the live workers and their pool processes
 
 
 def job(job_id: str) -> str:

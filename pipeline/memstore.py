@@ -66,6 +66,7 @@ class MemoryStore:
         self._created: dict[str, float] = {}
         self._sweep_until = self._store_sweep_until = 0.0
         self._cluster = secrets.token_hex(8)
+        self._capacity: dict[str, tuple[int, float]] = {}  # worker -> (processes, when)
         self.queues: dict[str, int] = {}  # messages waiting, as a test sets them
         self._tables = MemoryTables()
         self._producers: dict[str, tuple[str, float]] = {}  # job -> (token, expiry)
@@ -369,6 +370,16 @@ class MemoryStore:
         """The payload-store copies that kept jobs name."""
         found = (job.manifest.get(PAYLOAD_OBJECT) for job in self._jobs.values())
         return {url for url in found if url}
+
+    def note_capacity(self, worker: str, processes: int, keep: float) -> None:
+        """Say that `worker` lives with `processes` pool processes."""
+        now = self.clock()
+        self._capacity = {w: v for w, v in self._capacity.items() if v[1] > now - keep}
+        self._capacity[worker] = (processes, now)
+
+    def capacity(self, fresh: float) -> int:
+        """Pool processes of the workers that said they live in the last `fresh` seconds."""
+        return sum(n for n, when in self._capacity.values() if when >= self.clock() - fresh)
 
     def now(self) -> float:
         """The store's clock."""

@@ -15,6 +15,7 @@ from typing import Protocol, TypeVar
 
 from pipeline.config import Settings
 from pipeline.errors import GamebatchError
+from pipeline.files import is_regular
 from pipeline.jobstate import PAYLOAD_OBJECT
 from pipeline.objects import ObjectUrl, Place, is_remote, listing, remove, remove_all, upload
 from pipeline.store import Store
@@ -52,7 +53,7 @@ def payload_folder(
             daemon=True,
         ).start()
     ours = ObjectUrl(f"{folder}/{secrets.token_hex(12)}/")
-    if carried or not isinstance(given, Path):
+    if carried or not isinstance(given, Path) or not is_regular(given):  # a pipe is read once
         return PayloadFolder(ours)
     copy = ObjectUrl(f"{ours}{given.name}")
     upload(given, copy)

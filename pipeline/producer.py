@@ -7,7 +7,6 @@ import hashlib
 import os
 import secrets
 import socket
-import stat
 import threading
 import time
 from collections.abc import Callable
@@ -22,6 +21,7 @@ from pipeline.chunking import Chunk, chunk_cases, place_cut
 from pipeline.config import Settings
 from pipeline.connections import this_process
 from pipeline.errors import InputError, JobCancelled, JobLost, UsageError
+from pipeline.files import is_regular
 from pipeline.jobstate import PAYLOAD_OBJECT, JobCounters, JobState, Put
 from pipeline.messages import (
     ChunkPayload,
@@ -129,7 +129,7 @@ def submit(
     """
     if stored and stored.copy:  # its chunks are places (in the copy)
         settings = settings.model_copy(update={"file_payloads": True})
-    plan, digest = _first_reading(problem, path, settings, source, keep_going)
+    plan, digest = _first_reading(problem, path, settings, source, keep_going, store=store)
     job_id = job_id_for(problem, digest, keep_going)
     fields = _manifest(problem, path, settings, lane, stored=stored, cut=plan.cut if plan else None)
     token = f"{this_process()}:{secrets.token_hex(8)}"
@@ -189,6 +189,8 @@ def _first_reading(
     settings: Settings,
     source: Source | None,
     keep_going: bool,
+    *,
+    store: Store,
 ) -> tuple[_Plan | None, str]:
     """The input's SHA-256, and its plan when it is read once only: a regular file whose
     workers read its chunks from it, or an object (they check each chunk's digest), cut by
@@ -202,12 +204,25 @@ def _first_reading(
             with open_read(path) as stream:
                 return None, _HashingReader(stream, path).rest_digest()
         found = object_stat(path)
-        plan = _plan(problem, path, settings, found.size, found.version)
+        spread = _spread(settings, store)
+        plan = _plan(problem, path, settings, found.size, found.version, spread=spread)
         return plan, plan.digest
-    if not (plain and settings.file_payloads and _regular(path)):
+    if not (plain and settings.file_payloads and is_regular(path)):
         return None, checksum(path)
-    plan = _plan(problem, path, settings, path.stat().st_size)
+    plan = _plan(problem, path, settings, path.stat().st_size, spread=_spread(settings, store))
     return plan, plan.digest
+
+
+MIN_SPREAD = 16  # chunks a reference input makes at least (see _spread)
+
+
+def _spread(settings: Settings, store: Store) -> int:
+    """How many chunks an input cut into references makes at least: `chunk.place_spread`,
+    or twice the pool processes of the workers that said they live within a lease (the
+    last round of each one's chunks then keeps them all busy), and at least MIN_SPREAD."""
+    if settings.chunk.place_spread:
+        return settings.chunk.place_spread
+    return max(MIN_SPREAD, 2 * store.capacity(settings.lease_seconds))
 
 
 def _opener(path: Path | ObjectUrl) -> Opener:
@@ -218,12 +233,18 @@ def _opener(path: Path | ObjectUrl) -> Opener:
 
 
 def _plan(
-    problem: Problem, path: Path | ObjectUrl, settings: Settings, size: int, version: str = ""
+    problem: Problem,
+    path: Path | ObjectUrl,
+    settings: Settings,
+    size: int,
+    version: str = "",
+    *,
+    spread: int,
 ) -> _Plan:
     """Hash the input, and cut it into chunks on the way (see _first_reading): chunks that
-    name their place, cut by its size (chunking.place_cut)."""
+    name their place, cut by its size into `spread` chunks at least (chunking.place_cut)."""
     scan, limits, chunk = scanner(problem), settings.limits, settings.chunk
-    cut = place_cut(chunk.target_work, chunk.max_cases, size, chunk.place_scale, chunk.place_spread)
+    cut = place_cut(chunk.target_work, chunk.max_cases, size, chunk.place_scale, spread)
     assert scan is not None
     try:
         with _opener(path)() as raw, _HashedAside(raw) as stream:
@@ -511,7 +532,7 @@ class _Production:
         limits, self.name = settings.limits, name
         if isinstance(path, ObjectUrl) or self.mirror:  # workers read their ranges of it
             self.file = str(self.mirror or path)
-        elif settings.file_payloads and (spooled or _regular(path)):  # workers read it
+        elif settings.file_payloads and (spooled or is_regular(path)):  # workers read it
             self.file = str(path.resolve())
         scan = scanner(self.problem)
         seen: _HashingReader | None = None
@@ -631,13 +652,6 @@ class _Production:
         raise JobLost(
             f"Redis lost job {self.job_id} while it was produced (or another producer took it over)"
         )
-
-
-def _regular(path: Path) -> bool:
-    try:
-        return stat.S_ISREG(os.stat(path).st_mode)
-    except OSError:
-        return False
 
 
 def _check_digest(stream: _HashingReader | _VerifiedReader, digest: str, name: str) -> None:

@@ -183,6 +183,14 @@ class ShardedStore:
         """The home shard's cluster id."""
         return str(self.home.cluster_id())
 
+    def note_capacity(self, worker: str, processes: int, keep: float) -> None:
+        """Store.note_capacity on the home shard (a worker serves every shard)."""
+        self.home.note_capacity(worker, processes, keep)
+
+    def capacity(self, fresh: float) -> int:
+        """The home shard's workers' pool processes (a worker serves every shard)."""
+        return int(self.home.capacity(fresh))
+
     def now(self) -> float:
         """The home shard's clock."""
         return float(self.home.now())

@@ -95,6 +95,9 @@ def cluster_sender(settings: Settings, store: JobStore | ShardedStore) -> Callab
     return lambda job_id, index: senders[store.index_of(job_id)](job_id, index)
 
 
+CAPACITY_KEPT_SECONDS = 600  # a worker silent this long is forgotten by gb:capacity
+
+
 @cache
 def default_app() -> Celery:
     """The app of `celery -A workers`, configured from GAMEBATCH_* and GAMEBATCH_CONFIG."""
@@ -130,24 +133,28 @@ def _start_sweeper(sender: Any = None, **_: Any) -> None:
     recover even when no `solve` or `collect` is waiting on them."""
     settings = getattr(getattr(sender, "app", None), "gamebatch_settings", None)
     if settings is not None:
+        processes = int(getattr(getattr(sender, "controller", None), "concurrency", 0) or 1)
         threading.Thread(
             target=_sweep_forever,
-            args=(sender.app, settings),
+            args=(sender.app, settings, (str(sender.hostname), processes)),
             name="gamebatch-sweeper",
             daemon=True,
         ).start()
 
 
-def _sweep_forever(app: Celery, settings: Settings) -> None:
+def _sweep_forever(app: Celery, settings: Settings, worker: tuple[str, int]) -> None:
+    """Every lease/3 seconds: say this worker lives (with its pool processes), and sweep
+    when no other worker does this round."""
     from pipeline.recovery import sweep
 
     store = JobStore.from_url(settings.broker_url or "")
     send = lane_sender(app, store, settings)
     holder, every = this_process(), settings.lease_seconds / 3
     while True:
-        time.sleep(every)
         try:
+            store.note_capacity(*worker, keep=CAPACITY_KEPT_SECONDS)
             if store.claim_sweep(holder, every):  # one sweeper per interval in the cluster
                 sweep(store, send, settings)
         except Exception as exc:  # a Redis outage: the next round tries again
             logging.getLogger(__name__).warning("gamebatch sweeper: %s", exc)
+        time.sleep(every)

@@ -7,9 +7,9 @@ import secrets
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline.local.children import before_exec
@@ -86,74 +86,74 @@ def supervise_worker(
     Celery's Redis transport can end a worker on an unlucky broker disconnect ("Unrecoverable
     error"); a supervised worker comes back. SIGTERM or SIGINT stop them with a warm shutdown.
     """
-    stopping = threading.Event()
-    children: dict[int, subprocess.Popen[bytes]] = {}
+    shards = [
+        _Supervised(url, f"worker-s{i}" if len(broker_urls) > 1 else "worker", i)
+        for i, url in enumerate(broker_urls)
+    ]
+    stopping = False
 
     def forward(signum: int, frame: object) -> None:
-        stopping.set()
-        for child in list(children.values()):
-            if child.poll() is None:
-                child.send_signal(signum)
+        nonlocal stopping
+        stopping = True
+        for shard in shards:
+            shard.tell(signum)
 
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, forward)
-    threads = [
-        threading.Thread(
-            target=_keep_running,
-            args=(url, f"worker-s{shard}" if len(broker_urls) > 1 else "worker"),
-            kwargs={
-                "concurrency": concurrency,
-                "loglevel": loglevel,
-                "events": events,
-                "config": config,
-                "stopping": stopping,
-                "children": children,
-                "shard": shard,
-            },
-            daemon=True,
-        )
-        for shard, url in enumerate(broker_urls)
-    ]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()  # signals reach `forward` meanwhile
+    while not stopping:
+        for shard in shards:
+            if shard.child is None and time.monotonic() >= shard.due:
+                command, env = _celery_worker(
+                    shard.url, concurrency, config=config, name=shard.name, loglevel=loglevel,
+                    events=events,
+                )  # fmt: skip
+                shard.start(command, env)
+            elif shard.child is not None and not stopping and shard.child.poll() is not None:
+                shard.ended(len(shards) > 1)
+        time.sleep(0.1)
+    for shard in shards:
+        shard.tell(signal.SIGTERM)  # one started as the signal came
+        if shard.child is not None:
+            shard.child.wait()
     return 0
 
 
-def _keep_running(
-    broker_url: str,
-    name: str,
-    *,
-    concurrency: int,
-    loglevel: str,
-    events: bool,
-    config: str | None,
-    stopping: threading.Event,
-    children: dict[int, subprocess.Popen[bytes]],
-    shard: int,
-) -> None:
-    """One broker's worker, started again after each death until `stopping`."""
-    restarts = 0
-    while not stopping.is_set():
-        command, env = _celery_worker(
-            broker_url, concurrency, config=config, name=name, loglevel=loglevel, events=events
-        )
-        started = time.monotonic()
-        child = subprocess.Popen(command, env=env, preexec_fn=before_exec(signal.SIGKILL))  # noqa: PLW1509
-        children[shard] = child
-        if stopping.is_set():  # told to stop as it started
-            child.terminate()
-        status = child.wait()
-        if stopping.is_set():
-            return
-        restarts = 0 if time.monotonic() - started > 60 else restarts + 1
-        pause = min(2.0**restarts, 30.0)
-        which = f" of shard {shard}" if name != "worker" else ""
+@dataclass
+class _Supervised:
+    """One broker's Celery worker under `supervise_worker`."""
+
+    url: str
+    name: str
+    index: int
+    child: subprocess.Popen[bytes] | None = None
+    started: float = 0.0
+    due: float = 0.0  # when to start it (again)
+    restarts: int = 0
+    told: bool = False  # the running child was given a stop signal
+
+    def tell(self, signum: int) -> None:
+        """Pass a stop signal on to the running child, once."""
+        if self.child is not None and not self.told and self.child.poll() is None:
+            self.child.send_signal(signum)
+            self.told = True
+
+    def start(self, command: list[str], env: dict[str, str]) -> None:
+        """Start it (it dies with the supervisor, however that ends)."""
+        self.started, self.told = time.monotonic(), False
+        self.child = subprocess.Popen(command, env=env, preexec_fn=before_exec(signal.SIGKILL))  # noqa: PLW1509
+
+    def ended(self, sharded: bool) -> None:
+        """It died by itself: start it again after a pause that grows while it keeps dying
+        within a minute of its start."""
+        assert self.child is not None
+        status, self.child = self.child.returncode, None
+        self.restarts = 0 if time.monotonic() - self.started > 60 else self.restarts + 1
+        pause = min(2.0**self.restarts, 30.0)
+        self.due = time.monotonic() + pause
+        which = f" of shard {self.index}" if sharded else ""
         print(
             f"gamebatch: worker{which} exited with status {status}; starting it again in"
             f" {pause:g} s",
             file=sys.stderr,
             flush=True,
         )
-        stopping.wait(pause)

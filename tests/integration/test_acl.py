@@ -100,6 +100,7 @@ def test_a_whole_job_runs_with_the_role_users(
         listed = _gamebatch(client, "status")
         assert listed.returncode == 0 and job in listed.stdout, listed.stderr
         assert "worker" in listed.stdout  # the live workers answered the ping
+        assert JobStore(acl_redis.client("client")).capacity(60) == 2  # it said it lives
         (tmp_path / "c.in").write_text(text + "\n\n")
         other = _gamebatch(client, "submit", "-p", "strgame", str(tmp_path / "c.in"))
         cancelled = _gamebatch(client, "cancel", other.stdout.split()[-1])
@@ -157,8 +158,9 @@ def test_a_whole_job_runs_with_the_role_users(
 
 
 def test_the_worker_may_sweep_and_keep_verdicts(acl_redis: AclRedis) -> None:
-    """What a worker does now and then (a sweep round) or only for judged programs, which a
-    short job may never reach: the whole-job test above cannot be relied on for these."""
+    """What a worker does now and then (a sweep round, saying it lives) or only for judged
+    programs, which a short job may never reach: the whole-job test above cannot be relied
+    on for these."""
     store = JobStore(acl_redis.client("worker"))
     acl_redis.client("client").hset(keys.job("strgame-x"), "state", "running")
     for _ in range(2):
@@ -168,6 +170,8 @@ def test_the_worker_may_sweep_and_keep_verdicts(acl_redis: AclRedis) -> None:
     store.keep_verdicts("prog", {"case": "AC"}, 60)
     assert store.kept_verdicts("prog", ["case", "other"]) == [b"AC", None]
     store.note_judged("strgame-x", "prog", failed=False, run=1, kept=1)
+    store.note_capacity("w1@host", 3, keep=60)
+    assert JobStore(acl_redis.client("client")).capacity(60) == 3
     admin = acl_redis.client("admin")
     assert admin.hget(keys.job("strgame-x"), "cases_run") == b"1"
     denied = [e for e in admin.execute_command("ACL", "LOG") if not _setinfo(admin, e)]

@@ -400,6 +400,25 @@ def test_chunks_that_name_their_place_are_larger_and_answer_the_same(tmp_path: P
     assert (carried.manifest(job) or {})["target_work"] == "300"
 
 
+def test_the_live_workers_set_how_many_chunks_a_reference_input_makes_at_least(
+    tmp_path: Path,
+) -> None:
+    """With place_spread 0, twice the pool processes of the workers alive (and at least
+    16): a cluster that grew cuts the same input into more, smaller chunks."""
+    problem = _problem("strgame")
+    path = _input(tmp_path, problem, 300)
+    size = path.stat().st_size
+    grow = load_settings(chunk={"target_work": 30, "place_scale": 10}, file_payloads=True)
+    cuts = {}
+    for processes in (0, 4, 40):
+        store = MemoryStore()
+        store.note_capacity("w@host", processes, keep=60)
+        job = submit(problem, path, store, lambda j, i: None, grow).job_id
+        cuts[processes] = int((store.manifest(job) or {})["target_work"])
+    assert cuts[0] == cuts[4] == place_cut(30, 1, size, 10, 16)[0]  # 16 at least
+    assert cuts[40] == place_cut(30, 1, size, 10, 80)[0] < cuts[0]
+
+
 def test_chunks_name_their_place_in_the_file_when_workers_read_it(tmp_path: Path) -> None:
     problem = _problem("pathgame")
     path = _input(tmp_path, problem, 50)
