@@ -90,7 +90,9 @@ class JobCounters:
         }
 
 
-PAYLOAD_OBJECT = "payload_object"  # the manifest's field naming the payload store's copy
+# the manifest's field naming the job's folders in the payload store (space-separated: a run
+# after an interrupted one adds its own), or an older producer's one copy
+PAYLOAD_OBJECT = "payload_object"
 
 FINISHED = frozenset({JobState.DONE.value, JobState.FAILED.value, JobState.CANCELLED.value})
 """The states a job never leaves (on the command line, over HTTP and on the page alike)."""

@@ -188,6 +188,13 @@ class JobStore:
         """Change the recorded state."""
         self.client.hset(keys.job(job_id), "state", state.value)
 
+    def add_payload_folder(self, job_id: str, folder: str) -> None:
+        """Name one more payload-store folder in the manifest (a later run's; its producer
+        holds the job, so no other writes the field meanwhile)."""
+        named = (self.client.hget(keys.job(job_id), PAYLOAD_OBJECT) or b"").decode().split()
+        if folder not in named:
+            self.client.hset(keys.job(job_id), PAYLOAD_OBJECT, " ".join([*named, folder]))
+
     def progress(self, job_id: str) -> JobCounters | None:
         """The job's counters, or None when it does not exist."""
         return self.progress_of([job_id])[0]
@@ -413,7 +420,7 @@ class JobStore:
         with self.client.pipeline(transaction=False) as pipe:
             for job_id in ids:
                 pipe.hget(keys.job(job_id.decode()), PAYLOAD_OBJECT)
-            return {url.decode() for url in pipe.execute() if url}
+            return {url for named in pipe.execute() if named for url in named.decode().split()}
 
     def note_capacity(self, worker: str, processes: int, keep: float) -> None:
         """Say that `worker` lives with `processes` pool processes; forget workers that have

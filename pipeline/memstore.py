@@ -153,6 +153,12 @@ class MemoryStore:
         """Change the recorded state."""
         self._set(job_id, state=state.value)
 
+    def add_payload_folder(self, job_id: str, folder: str) -> None:
+        """Name one more payload-store folder in the manifest."""
+        named = self._jobs[job_id].manifest.get(PAYLOAD_OBJECT, "").split()
+        if folder not in named:
+            self._set(job_id, **{PAYLOAD_OBJECT: " ".join([*named, folder])})
+
     def _set(self, job_id: str, **fields: str) -> None:
         job = self._jobs.setdefault(job_id, _Job({}))  # HSET creates the hash, as in Redis
         job.manifest.update(fields)
@@ -368,8 +374,8 @@ class MemoryStore:
 
     def payload_objects(self) -> set[str]:
         """The payload-store copies that kept jobs name."""
-        found = (job.manifest.get(PAYLOAD_OBJECT) for job in self._jobs.values())
-        return {url for url in found if url}
+        found = (job.manifest.get(PAYLOAD_OBJECT, "") for job in self._jobs.values())
+        return {url for named in found for url in named.split()}
 
     def note_capacity(self, worker: str, processes: int, keep: float) -> None:
         """Say that `worker` lives with `processes` pool processes."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import string
 from dataclasses import dataclass
 from typing import Any
@@ -171,6 +172,10 @@ def open_payload(data: bytes) -> Payload:
     return decode_payload(data if stored is None else stored.read())
 
 
+# where a producer keeps a chunk's payload: its job's folder in the payload store
+_CHUNK_OBJECT = re.compile(r"^[a-z0-9]+://.+/inputs/[^/]+/[0-9a-f]{24}/chunk-[0-9]+$")
+
+
 def _stored(data: bytes) -> StoredPayload | None:
     """The place of a payload kept in the payload store, or None for any other payload."""
     try:
@@ -180,7 +185,9 @@ def _stored(data: bytes) -> StoredPayload | None:
         url, size, digest = doc["url"], int(doc["size"]), doc["digest"]
     except (ValueError, KeyError, TypeError, AttributeError):
         return None  # decode_payload says what is wrong with it
-    if not isinstance(url, str) or not is_remote(url) or size < 0 or not isinstance(digest, str):
+    if not isinstance(url, str) or not _CHUNK_OBJECT.match(url) or not is_remote(url):
+        raise BadPayload("a stored payload's place of another shape")
+    if size < 0 or not isinstance(digest, str):
         raise BadPayload("a stored payload's place of another shape")
     return StoredPayload(url, size, digest)
 

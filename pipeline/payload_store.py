@@ -5,6 +5,7 @@ swept when a killed producer left it."""
 from __future__ import annotations
 
 import contextlib
+import re
 import secrets
 import threading
 import time
@@ -14,7 +15,7 @@ from pathlib import Path
 from typing import Protocol, TypeVar
 
 from pipeline.config import Settings
-from pipeline.errors import GamebatchError
+from pipeline.errors import GamebatchError, InputError, JobFailed, UsageError
 from pipeline.files import is_regular
 from pipeline.jobstate import PAYLOAD_OBJECT
 from pipeline.objects import ObjectUrl, Place, is_remote, listing, remove, remove_all, upload
@@ -69,11 +70,13 @@ Run = TypeVar("Run", bound=_Queued)
 
 
 def produced_with(stored: PayloadFolder | None, produce: Callable[[], Run]) -> Run:
-    """`produce` a job given its folder, which goes when the job is abandoned (bad input) or
-    when no chunk of this run reads it (the job had its answers)."""
+    """`produce` a job given its folder, which goes when the job is abandoned (bad input),
+    failed, cancelled or lost, or when no chunk of this run reads it (the job had its
+    answers). An interrupted job goes on, and a failed write leaves the chunks queued so far:
+    its folder stays."""
     try:
         done = produce()
-    except GamebatchError:  # an interrupted job goes on: its folder stays
+    except (UsageError, InputError, JobFailed):
         if stored is not None:
             with contextlib.suppress(GamebatchError):
                 remove_all(stored.folder)
@@ -84,14 +87,26 @@ def produced_with(stored: PayloadFolder | None, produce: Callable[[], Run]) -> R
 
 
 def drop_payload(store: Store, job_id: str) -> None:
-    """Delete what the payload store holds for a job (when it holds anything): its folder
-    there (the copy of its input, its chunks' payloads), or the copy an older producer made.
-    Its chunks will not be read again. What the store cannot delete now stays (it is only
-    bytes, and the sweep finds it)."""
-    url = (store.manifest(job_id) or {}).get(PAYLOAD_OBJECT)
-    if url and is_remote(url):
+    """Delete what the payload store holds for a job (when it holds anything): its folders
+    there (the copy of its input, its chunks' payloads), or the copy an older producer made;
+    only ever what is shaped like this cluster's (a manifest is no licence to delete
+    elsewhere). Its chunks will not be read again. What the store cannot delete now stays
+    (it is only bytes, and the sweep finds it)."""
+    named = (store.manifest(job_id) or {}).get(PAYLOAD_OBJECT, "").split()
+    ours = [url for url in named if is_remote(url) and is_job_folder(url, store.cluster_id())]
+    for url in ours:
         with contextlib.suppress(GamebatchError):
             remove_all(url)
+
+
+def is_job_folder(url: str, cluster: str) -> bool:
+    """Whether `url` is a job's folder of this cluster in a payload store, or an object in
+    one (what payload_folder makes: .../inputs/CLUSTER/24 hex digits/)."""
+    found = _FOLDER.match(url)
+    return found is not None and found["cluster"] == cluster
+
+
+_FOLDER = re.compile(r"^[a-z0-9]+://.+/inputs/(?P<cluster>[^/]+)/[0-9a-f]{24}/([^/]+)?$")
 
 
 COPY_GRACE_SECONDS = 24 * 3600  # a younger copy may be one a producer is still making

@@ -138,7 +138,7 @@ def submit(
         on_cases(claimed.total or 0)
         return Submitted(job_id, path, claimed.total or 0, claimed.chunks or 0, 0, keep_going)
     run = _Production(problem, store, send, job_id, token, keep_going=keep_going, on_cases=on_cases)
-    run.carry(stored, compress=settings.compress_payloads)
+    run.carry(stored, compress=settings.compress_payloads, named=claimed.get(PAYLOAD_OBJECT, ""))
     run.window = Window(store, job_id, settings, on_progress, chunks=window) if window else None
     with _Renewal(store, job_id, token, CLAIM_SECONDS), _Owned(store, run, path):
         if plan is not None and plan.fits(claimed):
@@ -605,12 +605,15 @@ class _Production:
             ).encode
         self._put(piece.index, piece.count, f"{digest}:{place}", payload)
 
-    def carry(self, stored: PayloadFolder | None, *, compress: bool) -> None:
+    def carry(self, stored: PayloadFolder | None, *, compress: bool, named: str) -> None:
         """How chunks carry the input: compressed, and in the payload store (`stored`):
-        as ranges of its copy of the input file, or as objects of their own."""
+        as ranges of its copy of the input file, or as objects of their own. The manifest
+        names the run's folder too when it `named` an earlier run's only."""
         self.compress = compress
         if stored is not None:
             self.mirror, self.stash = stored.copy, stored.folder
+            if stored.folder not in named.split():
+                self.store.add_payload_folder(self.job_id, stored.folder)
 
     def _carried(self, index: int, encode: Callable[[], bytes]) -> Callable[[], bytes]:
         """A payload that carries the input's bytes: compressed (compress_payloads), and kept

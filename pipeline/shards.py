@@ -93,6 +93,7 @@ class ShardedStore:
     release_production = _routed("release_production")
     abandon_production = _routed("abandon_production")
     set_state = _routed("set_state")
+    add_payload_folder = _routed("add_payload_folder")
     progress = _routed("progress")
     answered = _routed("answered")
     answered_among = _routed("answered_among")
@@ -184,11 +185,12 @@ class ShardedStore:
         return str(self.home.cluster_id())
 
     def note_capacity(self, worker: str, processes: int, keep: float) -> None:
-        """Store.note_capacity on the home shard (a worker serves every shard)."""
+        """Store.note_capacity on the home shard."""
         self.home.note_capacity(worker, processes, keep)
 
     def capacity(self, fresh: float) -> int:
-        """The home shard's workers' pool processes (a worker serves every shard)."""
+        """The home shard's workers' pool processes: `gamebatch worker` runs one Celery
+        worker per shard on each host, so every shard has as many as the home."""
         return int(self.home.capacity(fresh))
 
     def now(self) -> float:

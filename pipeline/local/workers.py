@@ -95,14 +95,14 @@ def supervise_worker(
     def forward(signum: int, frame: object) -> None:
         nonlocal stopping
         stopping = True
-        for shard in shards:
-            shard.tell(signum)
+        for shard in shards:  # each time: a second SIGINT is Celery's cold shutdown
+            shard.tell(signal.SIGTERM if signum == signal.SIGHUP else signum)  # a HUP: Celery would restart
 
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, forward)
     while not stopping:
         for shard in shards:
-            if shard.child is None and time.monotonic() >= shard.due:
+            if shard.child is None and not stopping and time.monotonic() >= shard.due:
                 command, env = _celery_worker(
                     shard.url, concurrency, config=config, name=shard.name, loglevel=loglevel,
                     events=events,
@@ -112,7 +112,8 @@ def supervise_worker(
                 shard.ended(len(shards) > 1)
         time.sleep(0.1)
     for shard in shards:
-        shard.tell(signal.SIGTERM)  # one started as the signal came
+        if not shard.told:  # started as the signal came
+            shard.tell(signal.SIGTERM)
         if shard.child is not None:
             shard.child.wait()
     return 0
@@ -132,8 +133,8 @@ class _Supervised:
     told: bool = False  # the running child was given a stop signal
 
     def tell(self, signum: int) -> None:
-        """Pass a stop signal on to the running child, once."""
-        if self.child is not None and not self.told and self.child.poll() is None:
+        """Pass a stop signal on to the running child."""
+        if self.child is not None and self.child.poll() is None:
             self.child.send_signal(signum)
             self.told = True
 

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from pipeline import keys
-from pipeline.jobstate import JobState, Put
+from pipeline.jobstate import PAYLOAD_OBJECT, JobState, Put
 from pipeline.jobstore import JobStore
 from pipeline.local.redis_server import RedisServer
 from pipeline.memstore import MemoryStore
@@ -251,3 +251,13 @@ def test_workers_say_they_live_and_are_forgotten_when_silent(store: tuple[Store,
     advance(1.2)
     s.note_capacity("w1@a", 4, keep=2)  # w2 silent for 2.4 s: gone
     assert s.capacity(60) == 4
+
+
+def test_a_later_run_names_its_payload_folder_too(store: tuple[Store, Advance]) -> None:
+    s, _ = store
+    first, second = "s3://b/inputs/c/1/", "s3://b/inputs/c/2/"
+    s.open_job(JOB, {"problem": "strgame", PAYLOAD_OBJECT: first})
+    s.add_payload_folder(JOB, second)
+    s.add_payload_folder(JOB, second)  # once
+    assert (s.manifest(JOB) or {})[PAYLOAD_OBJECT] == f"{first} {second}"
+    assert s.payload_objects() == {first, second}

@@ -60,6 +60,9 @@ def test_a_compressed_payload_decodes_to_its_payload_and_a_bad_one_is_refused() 
         decode_payload(small)
 
 
+FOLDER = f"s3://b/inputs/c/{'0' * 24}/"  # a job's folder in the payload store
+
+
 def test_a_payload_kept_in_the_payload_store_is_read_from_there_and_checked(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -72,27 +75,29 @@ def test_a_payload_kept_in_the_payload_store_is_read_from_there_and_checked(
 
     monkeypatch.setattr(messages, "read_range", read_range)
 
-    def kept(url: str, data: bytes) -> bytes:
+    def kept(name: str, data: bytes) -> bytes:
+        url = f"{FOLDER}{name}"
         objects[url] = data
         return StoredPayload(url, len(data), digest_of(data)).encode()
 
     cases = ChunkPayload("strgame", 41, [make_case(3, ["ab", "c"]), None])
-    assert open_payload(kept("s3://b/j/chunk-0", cases.encode())) == cases
+    assert open_payload(kept("chunk-0", cases.encode())) == cases
     data = b"3\n1 2\nab\n" * 1000
     raw = packed(SlicePayload("strgame", 7, 3000, data).encode())
-    found = open_payload(kept("s3://b/j/chunk-1", raw))  # compressed, then kept
+    found = open_payload(kept("chunk-1", raw))  # compressed, then kept
     assert isinstance(found, SlicePayload) and bytes(found.data) == data
     assert open_payload(cases.encode()) == cases  # a payload in Redis is itself
-    reference = kept("s3://b/j/chunk-2", cases.encode())
-    objects["s3://b/j/chunk-2"] = cases.encode().replace(b"41", b"42")  # changed since
-    with pytest.raises(BadPayload, match="holds other bytes at s3://b/j/chunk-2"):
+    reference = kept("chunk-2", cases.encode())
+    objects[f"{FOLDER}chunk-2"] = cases.encode().replace(b"41", b"42")  # changed since
+    with pytest.raises(BadPayload, match="holds other bytes at s3://b/inputs/c/0+/chunk-2"):
         open_payload(reference)
     with pytest.raises(BadPayload, match="no such object"):
-        open_payload(StoredPayload("s3://b/gone", 3, "0" * 64).encode())
+        open_payload(StoredPayload(f"{FOLDER}chunk-9", 3, "0" * 64).encode())
     with pytest.raises(BadPayload, match="malformed"):  # one store layer only
-        open_payload(kept("s3://b/j/chunk-3", kept("s3://b/j/chunk-4", cases.encode())))
-    with pytest.raises(BadPayload, match="of another shape"):  # never a local file
-        open_payload(StoredPayload("/etc/passwd", 3, "0" * 64).encode())
+        open_payload(kept("chunk-3", kept("chunk-4", cases.encode())))
+    for elsewhere in ("/etc/passwd", "https://intranet/admin", f"{FOLDER}x.in"):
+        with pytest.raises(BadPayload, match="of another shape"):  # only a job's chunk
+            open_payload(StoredPayload(elsewhere, 3, "0" * 64).encode())
 
 
 @pytest.mark.parametrize(

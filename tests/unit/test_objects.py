@@ -58,3 +58,20 @@ def test_a_kept_jobs_folder_keeps_everything_in_it() -> None:
     inside = [(ObjectUrl(f"{folder}{name}"), 1000.0) for name in ("x.in", "chunk-0")]
     beside = (ObjectUrl("s3://b/inputs/c/job10/chunk-0"), 1000.0)  # a prefix, not a folder
     assert forgotten([*inside, beside], {folder}, now=9000.0, grace=10.0) == [beside[0]]
+
+
+def test_a_manifest_deletes_only_this_clusters_job_folders(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whoever can write a manifest cannot make a collector empty a bucket."""
+    from pipeline import payload_store
+    from pipeline.jobstate import PAYLOAD_OBJECT
+    from pipeline.memstore import MemoryStore
+
+    store, gone = MemoryStore(), []
+    monkeypatch.setattr(payload_store, "remove_all", gone.append)
+    ours = f"s3://b/spool/inputs/{store.cluster_id()}/{'a' * 24}/"
+    other = f"s3://b/spool/inputs/{store.cluster_id()}/{'b' * 24}/"
+    named = [ours, "s3://b/", f"s3://b/inputs/another/{'c' * 24}/", "/etc/", other]
+    store.open_job("strgame-" + "d" * 24, {"problem": "strgame", PAYLOAD_OBJECT: " ".join(named)})
+    payload_store.drop_payload(store, "strgame-" + "d" * 24)
+    assert gone == [ours, other]
+    assert payload_store.is_job_folder(f"{ours}data.in", store.cluster_id())
