@@ -96,7 +96,7 @@ def supervise_worker(
         nonlocal stopping
         stopping = True
         for shard in shards:  # each time: a second SIGINT is Celery's cold shutdown
-            shard.tell(signal.SIGTERM if signum == signal.SIGHUP else signum)  # a HUP: Celery would restart
+            shard.tell(signal.SIGTERM if signum == signal.SIGHUP else signum)  # HUP restarts it
 
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, forward)

@@ -89,7 +89,7 @@ def test_a_payload_kept_in_the_payload_store_is_read_from_there_and_checked(
     assert open_payload(cases.encode()) == cases  # a payload in Redis is itself
     reference = kept("chunk-2", cases.encode())
     objects[f"{FOLDER}chunk-2"] = cases.encode().replace(b"41", b"42")  # changed since
-    with pytest.raises(BadPayload, match="holds other bytes at s3://b/inputs/c/0+/chunk-2"):
+    with pytest.raises(BadPayload, match=r"holds other bytes at s3://b/inputs/c/0+/chunk-2"):
         open_payload(reference)
     with pytest.raises(BadPayload, match="no such object"):
         open_payload(StoredPayload(f"{FOLDER}chunk-9", 3, "0" * 64).encode())
