@@ -4,96 +4,21 @@ per second after start-up."""
 
 from __future__ import annotations
 
-import os
-import random
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.run import (
+from benchmarks.common import (
     Row,
     fresh_state,
+    random_word_games,
     run_reference,
+    solve_tree,
     stop_warm,
+    tiny_boards,
     wait_warm,
+    wide_boards,
 )
-
-_LETTERS = bytes.maketrans(bytes(range(256)), (b"abcdefghijklmnopqrstuvwxyz" * 10)[:256])
-
-
-def random_word_games(path: Path, games: int, letters: int, *, seed: int) -> Path:
-    """strgame: `games` games of random words (1-12 letters of a-z), `letters` in all each
-    (kept between runs)."""
-    if not path.exists():
-        rng = random.Random(seed)
-        with path.open("wb") as out:
-            out.write(f"{games}\n".encode())
-            for _ in range(games):
-                raw = rng.randbytes(letters).translate(_LETTERS)
-                words, pos = [], 0
-                while pos < letters:
-                    words.append(raw[pos : pos + rng.randint(1, 12)])
-                    pos += len(words[-1])
-                out.write(f"{len(words)} {rng.randint(1, 10)}\n".encode() + b"\n".join(words))
-                out.write(b"\n")
-    return path
-
-
-def wide_boards(path: Path, boards: int, width: int, *, seed: int) -> Path:
-    """pathgame: `boards` boards of `width` columns, a black cell in one column of 750."""
-    if not path.exists():
-        rng = random.Random(seed)
-        with path.open("wb") as out:
-            out.write(f"{boards}\n".encode())
-            for _ in range(boards):
-                rows = [bytearray(b"." * width), bytearray(b"." * width)]
-                for column in rng.sample(range(0, width, 3), width // 750):
-                    rows[rng.randrange(2)][column] = ord("#")
-                out.write(bytes(rows[0]) + b" " + bytes(rows[1]) + b"\n")
-    return path
-
-
-def tiny_boards(path: Path, count: int, *, seed: int) -> Path:
-    """pathgame: `count` boards of 1-8 columns (kept between runs)."""
-    if not path.exists():
-        rng = random.Random(seed)
-        cells = [b".", b".", b".", b"#"]
-        with path.open("wb") as out:
-            out.write(f"{count}\n".encode())
-            for _ in range(count):
-                width = rng.randint(1, 8)
-                top = bytearray(b"".join(rng.choices(cells, k=width)))
-                bottom = bytearray(b"." * width)
-                for i in range(width):  # a black below where the top is white, now and then
-                    ok = top[i] == ord(".") and (i == 0 or top[i - 1] == ord("."))
-                    ok = ok and (i + 1 == width or top[i + 1] == ord("."))
-                    if ok and rng.random() < 0.2:
-                        bottom[i] = ord("#")
-                out.write(bytes(top) + b" " + bytes(bottom) + b"\n")
-    return path
-
-
-def solve_tree(game: str, path: Path, env: dict[str, str], out: Path) -> tuple[float, float]:
-    """`gamebatch solve` of one file: seconds, and the peak RSS (MiB) of the largest process
-    of its tree (the command, its Redis and its workers)."""
-    probe = (
-        "import resource, subprocess, sys, time\n"
-        "start = time.perf_counter()\n"
-        "subprocess.run(sys.argv[1:], check=True)\n"
-        "took = time.perf_counter() - start\n"
-        "print(took, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
-    )
-    full = {k: v for k, v in os.environ.items() if not k.startswith("GAMEBATCH_")}
-    full.update(env)
-    done = subprocess.run(
-        [sys.executable, "-c", probe, sys.executable, "-m", "pipeline.launch", "solve", "-q",
-         "-p", game, str(path), "-o", str(out)], env=full, check=True, capture_output=True,
-        text=True,
-    )  # fmt: skip
-    took, peak = done.stdout.split()
-    return float(took), int(peak) / 1024
 
 
 def big_inputs(data: Path, ref: dict[str, Path] | None, quick: bool) -> list[Row]:

@@ -9,24 +9,24 @@ import contextlib
 import json
 import os
 import signal
-import subprocess
-import sys
 import tempfile
-import time
-from collections.abc import Iterator
-from itertools import count as counter
 from pathlib import Path
 
 import redis
 
-from benchmarks.run import Row, gamebatch, solve_in_process, write_cases
-from benchmarks.stages import redis_cpu
+from benchmarks.common import (
+    SHARE,
+    Row,
+    gamebatch,
+    quotas,
+    quotas_work,
+    redis_cpu,
+    solve_in_process,
+    throttled_worker,
+    write_cases,
+)
 from pipeline.local.redis_server import RedisServer
 
-CPU_CGROUPS = Path("/sys/fs/cgroup/cpu")  # cgroup v1's cpu controller
-SHARE = 0.1  # of a core, per worker
-PERIOD_US = 100_000
-_NAMES = counter()  # each use of quotas names its groups afresh
 TRANSPORTS = {
     "bytes through Redis": {},
     "compressed bytes (zstd 1)": {"GAMEBATCH_COMPRESS_PAYLOADS": "true"},
@@ -95,50 +95,3 @@ def _drain(
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(worker.pid, signal.SIGKILL)
                 worker.wait()
-
-
-def throttled_worker(env: dict[str, str], group: Path) -> subprocess.Popen[bytes]:
-    """`gamebatch worker` of one pool process, in `group` with everything it starts."""
-    procs = str(group / "cgroup.procs")
-
-    def enter() -> None:
-        Path(procs).write_text(str(os.getpid()))
-
-    return subprocess.Popen(
-        [sys.executable, "-m", "pipeline.cli", "worker", "--concurrency", "1"],
-        env={**os.environ, **env}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        start_new_session=True, preexec_fn=enter,  # noqa: PLW1509
-    )  # fmt: skip
-
-
-@contextlib.contextmanager
-def quotas(count: int, share: float) -> Iterator[list[Path]]:
-    """`count` cpu cgroups of `share` of a core each, removed afterwards (once the processes
-    killed in them are gone)."""
-    base = f"gamebatch-bench-{os.getpid()}-{next(_NAMES)}"
-    groups = [CPU_CGROUPS / f"{base}-{i}" for i in range(count)]
-    try:
-        for group in groups:
-            group.mkdir()
-            (group / "cpu.cfs_period_us").write_text(str(PERIOD_US))
-            (group / "cpu.cfs_quota_us").write_text(str(int(PERIOD_US * share)))
-        yield groups
-    finally:
-        deadline = time.monotonic() + 10
-        for group in groups:
-            while group.exists():
-                try:
-                    group.rmdir()
-                except OSError:  # busy while a killed process of it is still ending
-                    if time.monotonic() > deadline:
-                        raise
-                    time.sleep(0.05)
-
-
-def quotas_work() -> bool:
-    """Whether this process may make cpu cgroups with quotas here."""
-    try:
-        with quotas(1, SHARE):
-            return True
-    except OSError:
-        return False

@@ -12,7 +12,7 @@ import threading
 import time
 from pathlib import Path
 
-from benchmarks.run import (
+from benchmarks.common import (
     Row,
     fresh_state,
     solve_in_process,

@@ -19,7 +19,7 @@ from typing import Any
 
 import httpx
 
-from benchmarks.run import Row, fresh_state, gamebatch, random_words, solve_in_process
+from benchmarks.common import Row, fresh_state, gamebatch, random_words, solve_in_process
 from pipeline.local.redis_server import free_port
 
 

@@ -12,10 +12,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.run import REFERENCE_SOURCES, Row, best_of, fresh_state, stop_warm, write_cases
+from benchmarks.common import REFERENCE_SOURCES, Row, best_of, fresh_state, stop_warm, write_cases
 from pipeline.config import JudgeSettings
-from pipeline.judging import CaseVerdict, judge_cases
-from pipeline.sandbox import Bind, Limits, Sandbox, shared_folder
+from pipeline.judging.cases import CaseVerdict, judge_cases
+from pipeline.judging.sandbox import Bind, Limits, Sandbox, shared_folder
 from workers.programs import run_batch
 
 
@@ -30,7 +30,12 @@ def judging(data: Path, quick: bool) -> list[Row]:
     if not source.exists() or shutil.which("g++") is None:
         print("note: judging is skipped: it judges copies of the reference pathgame program")
         return []
-    return [*_start_cost(quick), *_contest(data, source, quick), *_faulty_case(data, quick)]
+    return [
+        *_start_cost(quick),
+        *_contest(data, source, quick),
+        *_faulty_case(data, quick),
+        *_hack_rate(data, quick),
+    ]
 
 
 def _start_cost(quick: bool) -> list[Row]:
@@ -110,6 +115,64 @@ def _contest(data: Path, source: Path, quick: bool) -> list[Row]:
             None,
             note,
         ),
+    ]
+
+
+def _hack_rate(data: Path, quick: bool) -> list[Row]:
+    """`gamebatch hack` of a correct program (the reference strgame one) for N cases on the
+    embedded default, against the same cases in one file run by the program directly."""
+    from pipeline.games.registry import get_problem
+    from pipeline.hacking import plan
+
+    cases = 300 if quick else 5000
+    root = Path(tempfile.mkdtemp(dir=data))
+    (root / "progs" / "reference").mkdir(parents=True)
+    source = (REFERENCE_SOURCES / "strgame.cpp").read_text() + f"\n// {time.time_ns()}\n"
+    (root / "progs" / "reference" / "main.cpp").write_text(source)
+    env = fresh_state()
+    command = ["hack", "-q", "-p", "strgame", "--programs", str(root / "progs"), "--seed", "9"]
+    command += ["--cases", str(cases), "--budget", "900", "--json", str(root / "hack.json")]
+    command += ["--out", str(root / "out")]
+    done = subprocess.run(
+        [sys.executable, "-m", "pipeline.cli", *command], capture_output=True, env=env, check=False
+    )
+    stop_warm(env)
+    if done.returncode not in (0, 1):
+        raise RuntimeError(f"hack failed: {done.stderr.decode()[-2000:]}")
+    (entry,) = __import__("json").loads((root / "hack.json").read_text())["contestants"]
+    problem, generated = get_problem("strgame"), []
+    for found in plan.rounds(problem, 9, 200):  # the same cases, in one file
+        generated += found.cases[: entry["cases_tried"] - len(generated)]
+        if len(generated) >= entry["cases_tried"]:
+            break
+    test = root / "all.in"
+    test.write_text(f"{len(generated)}\n" + "".join(problem.format_case(c) for c in generated))
+    binary = root / "reference.bin"
+    subprocess.run(["g++", "-O2", "-o", str(binary), str(root / "progs/reference/main.cpp")],
+                   check=True)  # fmt: skip
+
+    def direct() -> None:
+        with test.open("rb") as stdin:
+            subprocess.run([str(binary)], stdin=stdin, stdout=subprocess.DEVNULL, check=True)
+
+    cores = os.cpu_count() or 1
+    rate = entry["cases_tried"] / entry["seconds"] / cores
+    direct_rate = len(generated) / best_of(3, direct)
+    hacked = " (it was hacked: see its report)" if entry["hacked"] else ""
+    note = f"{entry['cases_tried']} cases, {cores} local workers; direct: one run of them all"
+    shutil.rmtree(root)
+    return [
+        Row(
+            "judging",
+            f"hack search: cases searched per second per worker{hacked}",
+            rate,
+            direct_rate,
+            "cases/s",
+            rate / direct_rate,
+            "report",
+            None,
+            note,
+        )
     ]
 
 

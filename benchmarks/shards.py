@@ -15,11 +15,19 @@ from pathlib import Path
 
 import redis
 
-from benchmarks.cluster import SHARE, quotas, quotas_work, throttled_worker
-from benchmarks.run import Row, gamebatch, solve_in_process, write_cases
-from benchmarks.stages import redis_cpu
-from pipeline import keys
+from benchmarks.common import (
+    SHARE,
+    Row,
+    gamebatch,
+    quotas,
+    quotas_work,
+    redis_cpu,
+    solve_in_process,
+    throttled_worker,
+    write_cases,
+)
 from pipeline.local.redis_server import RedisServer
+from pipeline.store import keys
 
 REDIS_SHARE = 0.05  # of a core, per Redis: about 50 MB/s of payload bytes each
 HOSTS = 8  # worker hosts of SHARE of a core each: about 250 MB/s in all (2 in quick mode)

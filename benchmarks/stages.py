@@ -14,35 +14,20 @@ from pathlib import Path
 
 import redis
 
-from benchmarks.run import Row, gamebatch, solve_in_process, write_cases
-from pipeline import keys
+from benchmarks.common import (
+    Row,
+    cpu_of_tree,
+    gamebatch,
+    idle_rate,
+    redis_cpu,
+    solve_in_process,
+    write_cases,
+)
+from pipeline.games.reader import read_cases
+from pipeline.games.registry import get_problem
+from pipeline.games.tokens import TokenReader
 from pipeline.local.redis_server import RedisServer
-from pipeline.reader import read_cases
-from pipeline.registry import get_problem
-from pipeline.tokens import TokenReader
-
-_TICK = os.sysconf("SC_CLK_TCK")
-
-
-def _cpu_of_tree(pid: int) -> float:
-    """CPU seconds (user and system) used so far by a process and its live descendants."""
-    total, todo = 0.0, [pid]
-    while todo:
-        current = todo.pop()
-        try:
-            fields = Path(f"/proc/{current}/stat").read_text().rsplit(")", 1)[1].split()
-            total += (int(fields[11]) + int(fields[12])) / _TICK
-            kids = Path(f"/proc/{current}/task/{current}/children").read_text().split()
-        except (OSError, IndexError):
-            continue
-        todo += [int(kid) for kid in kids]
-    return total
-
-
-def redis_cpu(client: redis.Redis) -> float:
-    """CPU seconds the Redis has used since it started."""
-    info = client.info("cpu")
-    return float(info["used_cpu_sys"]) + float(info["used_cpu_user"])
+from pipeline.store import keys
 
 
 def _drain(path: Path, game: str, env_extra: dict[str, str]) -> dict[str, float]:
@@ -61,14 +46,14 @@ def _drain(path: Path, game: str, env_extra: dict[str, str]) -> dict[str, float]
         )  # fmt: skip
         try:
             time.sleep(4)  # started and idle: what it used for that is not the job's
-            idle, before = _cpu_of_tree(worker.pid), redis_cpu(client)
+            idle, before = cpu_of_tree(worker.pid), redis_cpu(client)
             start = time.monotonic()
             submitted = gamebatch("submit", "-p", game, str(path), env=env).stdout.split()
             job = submitted[-1].decode()
             out = Path(tmp) / "out"
             gamebatch("collect", job, "-o", str(out), env=env)
             took = time.monotonic() - start
-            used = _cpu_of_tree(worker.pid) - idle - (took * _idle_rate(worker.pid))
+            used = cpu_of_tree(worker.pid) - idle - (took * idle_rate(worker.pid))
             redis_used = redis_cpu(client) - before
             if out.read_bytes() != solve_in_process(game, path):
                 raise SystemExit(f"stages: wrong answers for {path.name}")
@@ -78,13 +63,6 @@ def _drain(path: Path, game: str, env_extra: dict[str, str]) -> dict[str, float]
             worker.wait()
     payload = path.stat().st_size  # every input byte goes through Redis once, as payload
     return {"chunks": chunks, "payload": payload, "worker": used, "redis": redis_used}
-
-
-def _idle_rate(pid: int) -> float:
-    """CPU seconds per second the worker uses doing nothing (heartbeats, the sweep)."""
-    first = _cpu_of_tree(pid)
-    time.sleep(1.0)
-    return max(_cpu_of_tree(pid) - first, 0.0) / 1.0
 
 
 def _solver_seconds(game: str, path: Path) -> float:

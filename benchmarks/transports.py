@@ -18,8 +18,15 @@ from pathlib import Path
 
 import redis
 
-from benchmarks.run import Row, gamebatch, solve_in_process, write_cases
-from benchmarks.stages import _cpu_of_tree, _idle_rate, redis_cpu
+from benchmarks.common import (
+    Row,
+    cpu_of_tree,
+    gamebatch,
+    idle_rate,
+    redis_cpu,
+    solve_in_process,
+    write_cases,
+)
 from pipeline.local.redis_server import RedisServer
 from tests.s3server import BUCKET, S3, can_hide, hidden
 
@@ -95,8 +102,8 @@ def _drain(
             quiet = redis_cpu(client)
             time.sleep(2)  # idle: Redis's cost of a worker host that waits for work
             redis_idle = (redis_cpu(client) - quiet) / 2
-            idle, before = _cpu_of_tree(worker.pid), redis_cpu(client)
-            store, memory = _cpu_of_tree(s3.process.pid), int(client.info("memory")["used_memory"])
+            idle, before = cpu_of_tree(worker.pid), redis_cpu(client)
+            store, memory = cpu_of_tree(s3.process.pid), int(client.info("memory")["used_memory"])
             children = os.times()
             start = time.monotonic()
             out = Path(tmp) / "out"
@@ -108,14 +115,14 @@ def _drain(
             producer = (after.children_user + after.children_system) - (
                 children.children_user + children.children_system
             )
-            used = _cpu_of_tree(worker.pid) - idle - took * _idle_rate(worker.pid)
+            used = cpu_of_tree(worker.pid) - idle - took * idle_rate(worker.pid)
             return Drained(
                 took,
                 producer,
                 max(used, 0.0),
                 max(redis_cpu(client) - before - took * redis_idle, 0.0),
                 redis_idle,
-                _cpu_of_tree(s3.process.pid) - store,
+                cpu_of_tree(s3.process.pid) - store,
                 int(client.info("memory")["used_memory_peak"]) - memory,
             )
         finally:

@@ -13,8 +13,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from pipeline.data.objects import ObjectUrl, place
 from pipeline.errors import GamebatchError, UnknownJob, UsageError
-from pipeline.objects import ObjectUrl, place
+from pipeline.exiting import LONG_RUNNING, leave
 
 if TYPE_CHECKING:
     from pipeline.config import Settings
@@ -37,6 +38,7 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _pipeline_commands(sub)
     _grading_commands(sub)
+    _hack_command(sub)
     _toolkit_commands(sub)
     return parser
 
@@ -58,6 +60,16 @@ def _server_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--token-file", type=Path, metavar="FILE", help="the server's token (or GAMEBATCH_TOKEN)"
+    )
+
+
+def _wait_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--wait-for-workers",
+        type=float,
+        metavar="SECONDS",
+        help="on a broker where no worker is seen for this long, give up (exit status 3);"
+        " default: wait, saying so after 5 s",
     )
 
 
@@ -96,6 +108,7 @@ def _solve_command(sub: Any) -> None:
         " more, one per CPU not taken by local workers)",
     )
     _lane_option(p)
+    _wait_option(p)
     _server_options(p)
     p.add_argument("-q", "--quiet", action="store_true", help="no progress display")
     p.add_argument(
@@ -117,6 +130,7 @@ def _job_commands(sub: Any) -> None:
     p.add_argument("job", metavar="JOB")
     p.add_argument("-o", "--output", type=_place, required=True, help="result file or URL")
     p.add_argument("--timeout", type=float, metavar="SECONDS")
+    _wait_option(p)
     p.add_argument("-q", "--quiet", action="store_true", help="no progress display")
     _server_options(p)
 
@@ -195,9 +209,12 @@ def _grading_commands(sub: Any) -> None:
         metavar="DIR",
         help="judge programs: one folder per contestant with main.cpp, main.c or main.py",
     )
-    p.add_argument("--time-limit", type=float, metavar="S", help="CPU seconds per case")
-    p.add_argument("--memory-limit", type=int, metavar="MB", help="memory per case")
-    p.add_argument("--output-limit", type=int, metavar="MB", help="output per run")
+    _limit_options(p)
+    p.add_argument(
+        "--lazy",
+        action="store_true",
+        help="judging: stop each test at its first failing case (the rest not run, NR)",
+    )
     _report_options(p)
     p.add_argument("--ignore-case", action="store_true", help="accept answers in any case")
     p.add_argument(
@@ -205,12 +222,54 @@ def _grading_commands(sub: Any) -> None:
         action="store_true",
         help="grade the other tests when one is invalid (exit status 2)",
     )
+    _wait_option(p)
     p.add_argument("-q", "--quiet", action="store_true", help="no progress display")
     _server_options(p)
 
     p = _command(sub, "diff", "list the cases whose verdict changed between two JSON reports")
     p.add_argument("old", type=Path, metavar="REPORT_A")
     p.add_argument("new", type=Path, metavar="REPORT_B")
+
+
+def _hack_command(sub: Any) -> None:
+    p = _command(
+        sub,
+        "hack",
+        "search each contestant's program for the smallest input it gets wrong",
+        broker="; default: the embedded Redis",
+    )
+    p.add_argument("-p", "--problem", required=True, help=PROBLEMS_HELP)
+    p.add_argument(
+        "--programs",
+        type=Path,
+        metavar="DIR",
+        required=True,
+        help="one folder per contestant with main.cpp, main.c or main.py",
+    )
+    p.add_argument("--tests", type=Path, metavar="DIR", help="search only what these accept")
+    p.add_argument("--seed", type=int, default=1, help="the search's seed (default 1)")
+    p.add_argument("--budget", type=float, default=120, metavar="S", help="seconds (default 120)")
+    p.add_argument(
+        "--cases", type=int, default=10_000, metavar="N", help="per contestant (default 10000)"
+    )
+    p.add_argument(
+        "--largest", type=int, default=200, metavar="SIZE", help="largest case size (default 200)"
+    )
+    _limit_options(p)
+    p.add_argument(
+        "--out", type=Path, default=Path("hacks"), metavar="DIR", help="default: ./hacks"
+    )
+    p.add_argument("--json", type=Path, metavar="REPORT", help="write the JSON report")
+    _wait_option(p)
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress display")
+    _server_options(p)
+
+
+def _limit_options(p: argparse.ArgumentParser) -> None:
+    """A judged program's limits."""
+    p.add_argument("--time-limit", type=float, metavar="S", help="CPU seconds per case")
+    p.add_argument("--memory-limit", type=int, metavar="MB", help="memory per case")
+    p.add_argument("--output-limit", type=int, metavar="MB", help="output per run")
 
 
 def _report_options(p: Any) -> None:
@@ -262,7 +321,7 @@ PLACES_HELP = "a file, or an object's URL (s3://BUCKET/KEY, gs://, https://, fil
 
 
 def _place(text: str) -> Path | ObjectUrl:
-    """A command line's file or URL (pipeline.objects.place), refused as argparse refuses."""
+    """A command line's file or URL (pipeline.data.objects.place), refused as argparse refuses."""
     try:
         return place(text)
     except UsageError as exc:
@@ -277,6 +336,7 @@ def _settings(args: argparse.Namespace, need_broker: bool) -> Settings:
         broker_url=getattr(args, "broker", None),
         workers=getattr(args, "workers", None),
         producers=getattr(args, "producers", None),
+        wait_for_workers=getattr(args, "wait_for_workers", None),
     )
     if need_broker and not settings.broker_url:
         raise UsageError(
@@ -289,7 +349,7 @@ def _remote(args: argparse.Namespace) -> str | None:
     """The server of client mode, or None for a cluster (then --token-file makes no sense)."""
     if not getattr(args, "server", None) and not os.environ.get("GAMEBATCH_SERVER"):
         return None  # a cluster (and no HTTP client to load)
-    from pipeline.client import server_url
+    from pipeline.client.http import server_url
 
     url = server_url(getattr(args, "server", None))
     if url and getattr(args, "broker", None):
@@ -299,10 +359,10 @@ def _remote(args: argparse.Namespace) -> str | None:
 
 def _cmd_solve(args: argparse.Namespace) -> int:
     from pipeline import service
-    from pipeline.registry import get_problem
+    from pipeline.games.registry import get_problem
 
     if url := _remote(args):
-        from pipeline import remote
+        from pipeline.client import remote
 
         get_problem(args.problem)
         targets = [(item.input, item.output) for item in _solve_targets(args)]
@@ -324,7 +384,7 @@ def _solve_targets(args: argparse.Namespace) -> list[Any]:
     """Each input with its result file, checked before any work: every input readable,
     every output writable, no output replacing an input or another input's result."""
     from pipeline import service
-    from pipeline.files import check_output
+    from pipeline.data.files import check_output
 
     if len(args.inputs) > 1 and args.output:
         raise UsageError("-o takes one input; use --out-dir DIR for several")
@@ -349,8 +409,8 @@ def _solve_targets(args: argparse.Namespace) -> list[Any]:
 
 def _check_input(path: Path | ObjectUrl) -> None:
     """Refuse, before any work, an input that cannot be read."""
-    from pipeline.files import check_input
-    from pipeline.objects import stat
+    from pipeline.data.files import check_input
+    from pipeline.data.objects import stat
 
     if isinstance(path, ObjectUrl):
         stat(path)
@@ -383,11 +443,12 @@ def _claim_outputs(files: list[Any], *, keep_going: bool) -> list[Path]:
 
 def _cmd_submit(args: argparse.Namespace) -> int:
     if url := _remote(args):
-        from pipeline import remote
+        from pipeline.client import remote
 
         return remote.submit(args, url)
-    from pipeline import producer, service
-    from pipeline.registry import get_problem
+    from pipeline import service
+    from pipeline.data import producer
+    from pipeline.games.registry import get_problem
 
     settings = _settings(args, need_broker=False)
     problem = get_problem(args.problem)
@@ -402,11 +463,11 @@ def _cmd_submit(args: argparse.Namespace) -> int:
 
 def _cmd_collect(args: argparse.Namespace) -> int:
     if url := _remote(args):
-        from pipeline import remote
+        from pipeline.client import remote
 
         return remote.collect(args, url)
     from pipeline import service
-    from pipeline.files import check_output
+    from pipeline.data.files import check_output
     from pipeline.progress import ProgressBar
 
     settings = _settings(args, need_broker=False)
@@ -432,11 +493,11 @@ def _cmd_collect(args: argparse.Namespace) -> int:
 
 def _cmd_status(args: argparse.Namespace) -> int:
     if url := _remote(args):
-        from pipeline import remote
+        from pipeline.client import remote
 
         return remote.status(args, url)
     from pipeline import service
-    from pipeline.jobview import status_lines
+    from pipeline.jobs.view import status_lines
 
     settings = _settings(args, need_broker=False)
     if args.job:
@@ -466,7 +527,7 @@ RECENT_FINISHED = 20  # finished jobs `status` lists without --all (the unfinish
 def _recent(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
     """Every unfinished job and the last finished ones (rows are oldest first), and how many
     finished ones are left out: thousands of kept jobs are not a wall of lines."""
-    from pipeline.jobstate import FINISHED
+    from pipeline.store.jobstate import FINISHED
 
     finished = [i for i, row in enumerate(rows) if row["state"] in FINISHED]
     hidden = set(finished[: max(len(finished) - RECENT_FINISHED, 0)])
@@ -482,7 +543,7 @@ def _cmd_config(args: argparse.Namespace) -> int:
 
 def _cmd_cancel(args: argparse.Namespace) -> int:
     if url := _remote(args):
-        from pipeline import remote
+        from pipeline.client import remote
 
         return remote.cancel(args, url)
     from pipeline import service
@@ -520,14 +581,14 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
 
 def _cmd_worker(args: argparse.Namespace) -> int:
-    from pipeline.jobstore import JobStore
     from pipeline.local.workers import supervise_worker
+    from pipeline.store.jobstore import JobStore
 
     settings = _settings(args, need_broker=True)
     for url in settings.shard_urls:  # one Celery worker per shard
         JobStore.wait_for(url, _err)
     if os.geteuid() == 0:  # runs of programs that a killed worker left on this host end
-        from pipeline.sandbox import sweep_runs
+        from pipeline.judging.sandbox import sweep_runs
 
         sweep_runs()
     concurrency = args.concurrency or settings.concurrency or os.cpu_count() or 1
@@ -543,9 +604,9 @@ def _cmd_worker(args: argparse.Namespace) -> int:
 def _cmd_gen(args: argparse.Namespace) -> int:
     import io
 
-    from pipeline import toolkit
-    from pipeline.files import check_output
-    from pipeline.registry import get_problem
+    from pipeline.data.files import check_output
+    from pipeline.games import toolkit
+    from pipeline.games.registry import get_problem
 
     problem = get_problem(args.problem)
     if args.cases < 1 or args.size < 1:
@@ -558,16 +619,16 @@ def _cmd_gen(args: argparse.Namespace) -> int:
     if args.output is None:
         sys.stdout.write(text.getvalue())
     else:
-        from pipeline.files import atomic_write
+        from pipeline.data.files import atomic_write
 
         atomic_write(args.output, text.getvalue())
     return 0
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
-    from pipeline import toolkit
     from pipeline.errors import InputError
-    from pipeline.registry import get_problem
+    from pipeline.games import toolkit
+    from pipeline.games.registry import get_problem
 
     settings = _settings(args, need_broker=False)
     problem = get_problem(args.problem)
@@ -584,8 +645,9 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 
 
 def _cmd_stress(args: argparse.Namespace) -> int:
-    from pipeline import programs, toolkit
-    from pipeline.registry import get_problem
+    from pipeline.games import toolkit
+    from pipeline.games.registry import get_problem
+    from pipeline.local import programs
 
     problem = get_problem(args.problem)
     if args.program:
@@ -606,17 +668,17 @@ def _cmd_stress(args: argparse.Namespace) -> int:
 
 def _cmd_grade(args: argparse.Namespace) -> int:
     from pipeline import escape, grade_service
-    from pipeline.grading import Scoring
-    from pipeline.registry import get_problem
-    from pipeline.scoring import load_scoring
+    from pipeline.games.registry import get_problem
+    from pipeline.grading.rules import Scoring
+    from pipeline.grading.scoring import load_scoring
 
     url = _remote(args)
     settings = _settings(args, need_broker=False)
     problem = get_problem(args.problem)
     if args.programs is not None:
         return _judge(args, settings, problem, url)
-    if args.time_limit or args.memory_limit or args.output_limit:
-        raise UsageError("--time-limit, --memory-limit and --output-limit judge --programs")
+    if args.time_limit or args.memory_limit or args.output_limit or args.lazy:
+        raise UsageError("--time-limit, --memory-limit, --output-limit and --lazy judge --programs")
     bulk = args.tests is not None or args.submissions is not None
     tests, subs, notes = _grade_layout(args, bulk)
     outputs = grade_service.ReportFiles(
@@ -628,7 +690,7 @@ def _cmd_grade(args: argparse.Namespace) -> int:
     for note in notes:
         _err(f"warning: {escape.terminal(note)}")
     if url:
-        from pipeline import remote
+        from pipeline.client import remote
 
         solver = remote.grade_solver(args, url)
 
@@ -654,10 +716,12 @@ def _cmd_grade(args: argparse.Namespace) -> int:
 
 def _judge(args: argparse.Namespace, settings: Any, problem: Any, url: str | None) -> int:
     """`grade --programs`: each contestant's program run on every test in the sandbox."""
-    from pipeline import escape, grade_service, judge_service, layout
-    from pipeline.grading import Scoring
-    from pipeline.sandbox import Sandbox
-    from pipeline.scoring import load_scoring
+    from pipeline import escape, grade_service
+    from pipeline.grading import layout
+    from pipeline.grading.rules import Scoring
+    from pipeline.grading.scoring import load_scoring
+    from pipeline.judging import judge_service
+    from pipeline.judging.sandbox import Sandbox
 
     if args.tests is None or args.submissions is not None or args.files or args.answers:
         raise UsageError("judging takes --tests DIR and --programs DIR, no files")
@@ -675,8 +739,10 @@ def _judge(args: argparse.Namespace, settings: Any, problem: Any, url: str | Non
     for note in notes:
         _err(f"warning: {escape.terminal(note)}")
     if url:
-        from pipeline import remote
+        from pipeline.client import remote
 
+        if args.lazy:
+            raise UsageError("--lazy judges on a cluster (--broker or the embedded default)")
         return remote.judge(args, url, tests, programs)
 
     def report(run: grade_service.GradeRun) -> None:
@@ -692,10 +758,61 @@ def _judge(args: argparse.Namespace, settings: Any, problem: Any, url: str | Non
         scoring=load_scoring(args.scoring) if args.scoring else Scoring(),
         quiet=args.quiet,
         keep_going=args.keep_going,
+        lazy=args.lazy,
         use=report,
         note=_err,
     )
     return run.exit_status()
+
+
+def _cmd_hack(args: argparse.Namespace) -> int:
+    from pipeline import escape
+    from pipeline.data.files import check_output
+    from pipeline.games.registry import get_problem
+    from pipeline.grading import layout
+    from pipeline.hacking import report
+    from pipeline.hacking.search import Budget, hack
+    from pipeline.judging import judge_service
+    from pipeline.judging.sandbox import Sandbox
+
+    for flag, value in (("--budget", args.budget), ("--cases", args.cases)):
+        if value <= 0:
+            raise UsageError(f"{flag} must be positive")
+    if args.largest < 1:
+        raise UsageError("--largest must be at least 1")
+    url = _remote(args)
+    settings = _with_limits(args, _settings(args, need_broker=False))
+    problem = get_problem(args.problem)
+    if not settings.broker_url and not url:  # local workers judge: their sandbox first
+        Sandbox(settings.judge.first_uid, settings.judge.slots).check()
+    tests = layout.tests_in(args.tests) if args.tests is not None else None
+    programs, notes = judge_service.find_programs(args.programs, settings.judge.languages)
+    report.check_names(p.contestant for p in programs)
+    if args.json is not None:
+        check_output(args.json)
+    for note in notes:
+        _err(f"warning: {escape.terminal(note)}")
+    budget = Budget(args.budget, args.cases, args.largest)
+    if url:
+        from pipeline.client import remote
+
+        doc, hacks = remote.hack(args, url, tests, programs)
+    else:
+        hacks = hack(
+            settings,
+            problem,
+            programs,
+            tests=tests,
+            seed=args.seed,
+            budget=budget,
+            quiet=args.quiet,
+        )
+        doc = report.document(problem, args.seed, budget, hacks)
+    report.write_files(args.out, problem, hacks)
+    if args.json is not None:
+        report.write_json(args.json, doc)
+    report.summary(sys.stdout, problem, hacks)
+    return 1 if any(h.hacked for h in hacks) else 0
 
 
 def _with_limits(args: argparse.Namespace, settings: Any) -> Any:
@@ -709,16 +826,17 @@ def _with_limits(args: argparse.Namespace, settings: Any) -> Any:
         if value is not None and value <= 0:
             raise UsageError(f"--{name.split('_')[0]}-limit must be positive")
     given = {k: v for k, v in limits.items() if v is not None}
-    return settings.model_copy(update={"judge": settings.judge.model_copy(update=given)})
+    return settings.replaced(judge=settings.judge.replaced(**given))
 
 
 def _grade_layout(
     args: argparse.Namespace, bulk: bool
 ) -> tuple[list[Any], Sequence[Any], list[str]]:
     """Tests, submissions and notes from the command line (bulk folders or files)."""
-    from pipeline import escape, layout
-    from pipeline.files import check_input
-    from pipeline.grading import Submission, Test
+    from pipeline import escape
+    from pipeline.data.files import check_input
+    from pipeline.grading import layout
+    from pipeline.grading.rules import Submission, Test
 
     if bulk:
         if args.files or args.answers or not (args.tests and args.submissions):
@@ -744,7 +862,8 @@ def _grade_layout(
 
 
 def _cmd_diff(args: argparse.Namespace) -> int:
-    from pipeline import escape, reports
+    from pipeline import escape
+    from pipeline.grading import reports
 
     docs = []
     for path in (args.old, args.new):
@@ -778,6 +897,7 @@ _COMMANDS = {
     "config": _cmd_config,
     "grade": _cmd_grade,
     "diff": _cmd_diff,
+    "hack": _cmd_hack,
     "gen": _cmd_gen,
     "validate": _cmd_validate,
     "stress": _cmd_stress,
@@ -855,4 +975,7 @@ def _whole_writes_to_stdout() -> None:
 
 
 if __name__ == "__main__":  # runs here (`gamebatch`, or python -m pipeline.launch, may not)
-    sys.exit(main())
+    status = main()
+    if not any(arg in LONG_RUNNING for arg in sys.argv[1:]):
+        leave(status)  # as `gamebatch` ends: an interrupted run once died of its SIGINT here
+    sys.exit(status)

@@ -4,128 +4,155 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Self, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+import msgspec
+from msgspec import Meta, field
 
 from pipeline.errors import UsageError
-from pipeline.objects import is_remote
-from pipeline.sentinel import SentinelUrl, is_sentinel, with_settings
+from pipeline.urls import SentinelUrl, is_remote, is_sentinel, with_settings
 
 ENV_PREFIX = "GAMEBATCH_"
 CONFIG_ENV = "GAMEBATCH_CONFIG"
 NOT_SETTINGS = (CONFIG_ENV, "GAMEBATCH_SERVER", "GAMEBATCH_TOKEN")  # client mode's own
 
+# msgspec validates settings: its import and classes cost a few ms where pydantic's cost
+# 100-150 ms of every command's start (a one-case solve took 0.37 s, --help 0.08 s)
+Positive = Annotated[int, Meta(gt=0)]
+Count = Annotated[int, Meta(ge=0)]
+Seconds = Annotated[float, Meta(gt=0)]
+Duration = Annotated[float, Meta(ge=0)]
+NonEmpty = Annotated[str, Meta(min_length=1)]
 
-class Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+
+class Section(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """A group of settings: validated when read (`validated`), immutable after."""
+
+    def replaced(self, **changes: Any) -> Self:
+        """A copy with some settings changed (not validated again)."""
+        return msgspec.structs.replace(self, **changes)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The settings as plain values (nested sections as dicts, tuples as they are)."""
+        doc: dict[str, Any] = msgspec.to_builtins(self)
+        return doc
 
 
-class ChunkSettings(Section):
+class SettingError(Exception):
+    """A setting that is not valid, at `loc` (its keys from the top)."""
+
+    def __init__(self, loc: tuple[str, ...], message: str) -> None:
+        super().__init__(message)
+        self.loc, self.message = loc, message
+
+
+S = TypeVar("S", bound=Section)
+_AT = re.compile(r"^(.*?)(?: - at `\$(.*)`)?$", re.DOTALL)
+_UNKNOWN = re.compile(r"^Object contains unknown field `(.*)`$")
+
+
+def validated(data: Any, kind: type[S]) -> S:
+    """`data` (from YAML, the environment and flags: strings are read as the types ask) as
+    a `kind`; a SettingError names the first bad key."""
+    try:
+        return msgspec.convert(data, kind, strict=False)
+    except msgspec.ValidationError as exc:
+        found = _AT.match(str(exc))
+        assert found is not None
+        message, where = found.group(1), found.group(2) or ""
+        loc = tuple(p for p in re.split(r"[.\[\]]", where) if p)
+        unknown = _UNKNOWN.match(message)
+        if unknown:
+            loc, message = (*loc, unknown.group(1)), "not a setting"
+        raise SettingError(loc, message) from None
+
+
+class ChunkSettings(Section, frozen=True):
     """How cases are grouped into tasks (work is the game's cost estimate of a case)."""
 
-    target_work: int = Field(4_000_000, gt=0)  # a chunk's work (about 30 ms of solving)
-    max_cases: int = Field(200_000, gt=0)  # tiny cases: a chunk of 2 MB of input, 15 ms
-    # a chunk that names its place in a file or object (not its bytes) grows with the input,
-    # up to place_scale times the above, while the input still makes place_spread chunks
-    place_scale: int = Field(10, ge=1)
+    target_work: Positive = 4_000_000  # a chunk's work (about 30 ms of solving)
+    max_cases: Positive = 200_000  # tiny cases: a chunk of 2 MB of input, 15 ms
+    # a chunk that is a range of an object (each costs a request) grows with the input, up
+    # to place_scale times the above, while the input still makes place_spread chunks; a
+    # place in a file (an open and a map) keeps the above
+    place_scale: Positive = 10
     # 0: twice the pool processes of the workers alive in the cluster, and at least 16
-    place_spread: int = Field(0, ge=0)
-    window: int = Field(256, ge=0)  # chunks in flight while `solve` produces; 0: no limit
-    window_bytes: int = Field(256 << 20, gt=0)  # and their payload bytes at most
-    local_cases: int = Field(100_000, ge=0)  # a comparison job this small runs in `grade`
-    local_bytes: int = Field(256 << 10, ge=0)  # an input this small is solved by the command
+    place_spread: Count = 0
+    window: Count = 256  # chunks in flight while `solve` produces; 0: no limit
+    window_bytes: Positive = 256 << 20  # and their payload bytes at most
+    local_cases: Count = 100_000  # a comparison job this small runs in `grade`
+    local_bytes: Count = 256 << 10  # an input this small is solved by the command
+    # and one this small too while no local worker runs yet: on two cores the command alone
+    # solves it sooner than workers start (a core-second) and help (docs/performance.md)
+    alone_bytes: Count = 1 << 30
 
 
-class LimitSettings(Section):
+class LimitSettings(Section, frozen=True):
     """Input limits enforced while reading, before anything large is held."""
 
-    max_token_bytes: int = Field(1 << 26, gt=0)  # one string or board row of an input
-    max_file_bytes: int = Field(0, ge=0)  # 0: no limit
-    max_upload_bytes: int = Field(8 << 30, gt=0)  # one HTTP upload's body (`serve`)
-    max_archive_files: int = Field(100_000, gt=0)  # entries of a grading archive
-    max_archive_bytes: int = Field(16 << 30, gt=0)  # a grading archive, unpacked
+    max_token_bytes: Positive = 1 << 26  # one string or board row of an input
+    max_file_bytes: Count = 0  # 0: no limit
+    max_upload_bytes: Positive = 8 << 30  # one HTTP upload's body (`serve`)
+    max_archive_files: Positive = 100_000  # entries of a grading archive
+    max_archive_bytes: Positive = 16 << 30  # a grading archive, unpacked
 
 
 SCOPES = ("submit", "read", "admin")
 
 
-class TokenSetting(Section):
+class TokenSetting(Section, frozen=True, kw_only=True):
     """An API token of `serve`: only the SHA-256 of the secret is configured."""
 
-    name: str = Field("token", min_length=1)
-    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    name: NonEmpty = "token"
+    sha256: Annotated[str, Meta(pattern=r"^[0-9a-f]{64}$")]
     scopes: tuple[str, ...] = SCOPES
 
-    @field_validator("scopes")
-    @classmethod
-    def _known_scopes(cls, scopes: tuple[str, ...]) -> tuple[str, ...]:
-        unknown = sorted(set(scopes) - set(SCOPES))
+    def __post_init__(self) -> None:
+        unknown = sorted(set(self.scopes) - set(SCOPES))
         if unknown:
             raise ValueError(f"unknown scope {unknown[0]!r} (scopes: {', '.join(SCOPES)})")
-        return scopes
 
 
-class ServerSettings(Section):
+class ServerSettings(Section, frozen=True):
     """The HTTP service (`gamebatch serve`)."""
 
     # API tokens: {name, sha256 of the secret, scopes: submit, read, admin}; a JSON list
     tokens: tuple[TokenSetting, ...] = ()
     spool_dir: str | None = None  # uploads and results; none: `server` in the state folder
-    runners: int = Field(2, gt=0)  # processes that read uploads and collect results
-    jobs_per_runner: int = Field(8, gt=0)  # jobs each runner process follows at once
-    keep_seconds: int = Field(30 * 24 * 3600, gt=0)  # finished jobs, results and gradings kept
-    max_pending_jobs: int = Field(1000, gt=0)  # unfinished jobs before uploads get 503
+    runners: Positive = 2  # processes that read uploads and collect results
+    jobs_per_runner: Positive = 8  # jobs each runner process follows at once
+    keep_seconds: Positive = 30 * 24 * 3600  # finished jobs, results and gradings kept
+    max_pending_jobs: Positive = 1000  # unfinished jobs before uploads get 503
     webhook_secret: str | None = None  # signs callbacks (HMAC-SHA256)
     webhook_hosts: tuple[str, ...] = ()  # hosts callbacks may go to ("*.example.org" too)
     webhook_private_networks: tuple[str, ...] = ()  # private addresses callbacks may reach
-    webhook_attempts: int = Field(6, gt=0)  # deliveries tried, with doubling pauses
-    webhook_timeout: float = Field(10.0, gt=0)  # seconds to connect, and per read or write
-    webhook_queue: int = Field(1000, gt=0)  # callbacks waiting to be sent; past it one fails
-    webhook_senders: int = Field(4, gt=0)  # threads of each runner that send callbacks
-    header_timeout: float = Field(10.0, gt=0)  # seconds for a request's headers to arrive
-    body_timeout: float = Field(30.0, gt=0)  # a body that sends nothing this long gets 408
-    keep_alive: float = Field(10.0, gt=0)  # seconds between comment lines on an idle event feed
+    webhook_attempts: Positive = 6  # deliveries tried, with doubling pauses
+    webhook_timeout: Seconds = 10.0  # seconds to connect, and per read or write
+    webhook_queue: Positive = 1000  # callbacks waiting to be sent; past it one fails
+    webhook_senders: Positive = 4  # threads of each runner that send callbacks
+    header_timeout: Seconds = 10.0  # seconds for a request's headers to arrive
+    body_timeout: Seconds = 30.0  # a body that sends nothing this long gets 408
+    keep_alive: Seconds = 10.0  # seconds between comment lines on an idle event feed
 
-    @field_validator("tokens", mode="before")
-    @classmethod
-    def _tokens_from_json(cls, value: Any) -> Any:
-        if isinstance(value, str):  # from the environment
-            try:
-                return json.loads(value)
-            except json.JSONDecodeError:
-                raise ValueError("must be a JSON list of {name, sha256, scopes}") from None
-        return value
-
-    @field_validator("tokens")
-    @classmethod
-    def _unique_names(cls, tokens: tuple[TokenSetting, ...]) -> tuple[TokenSetting, ...]:
-        names = [token.name for token in tokens]
+    def __post_init__(self) -> None:
+        names = [token.name for token in self.tokens]
         twice = sorted({name for name in names if names.count(name) > 1})
         if twice:  # a token's name is who owns its jobs: two tokens must not share one
-            raise ValueError(f"two tokens are named {twice[0]!r}: give each a name of its own")
-        return tokens
-
-    @field_validator("webhook_hosts", "webhook_private_networks", mode="before")
-    @classmethod
-    def _comma_list(cls, value: Any) -> Any:
-        return (
-            [part.strip() for part in value.split(",") if part.strip()]
-            if isinstance(value, str)
-            else value
-        )
+            message = f"two tokens are named {twice[0]!r}: give each a name of its own"
+            raise SettingError(("server", "tokens"), message)
 
 
-class LanguageSetting(Section):
+class LanguageSetting(Section, frozen=True):
     """How a contestant's entry file (`main` + extension) is compiled and run, in /box of
     the sandbox; `version` prints the compiler's version (it keys the compiled program)."""
 
-    extension: str = Field(pattern=r"^\.[a-z0-9+]{1,8}$")
+    extension: Annotated[str, Meta(pattern=r"^\.[a-z0-9+]{1,8}$")]
     compile: tuple[str, ...]  # empty: nothing to compile (the source is what runs)
-    run: tuple[str, ...] = Field(min_length=1)
-    version: tuple[str, ...] = Field(min_length=1)
+    run: Annotated[tuple[str, ...], Meta(min_length=1)]
+    version: Annotated[tuple[str, ...], Meta(min_length=1)]
 
 
 def _languages() -> dict[str, LanguageSetting]:
@@ -151,24 +178,24 @@ def _languages() -> dict[str, LanguageSetting]:
     }
 
 
-class JudgeSettings(Section):
+class JudgeSettings(Section, frozen=True):
     """Judging programs (`grade --programs`): limits of each run, and the sandbox's uids."""
 
-    time_limit: float = Field(1.0, gt=0)  # CPU seconds per case (--time-limit)
-    memory_limit_mb: int = Field(256, gt=0)  # per case (--memory-limit)
-    output_limit_mb: int = Field(64, gt=0)  # per run (--output-limit)
-    batch_cases: int = Field(1000, gt=0)  # cases handed to one run at most
-    max_source_kb: int = Field(256, gt=0)  # a larger source file is a compile error
-    compile_seconds: float = Field(30, gt=0)  # a compiler's CPU time
-    first_uid: int = Field(61000, gt=0)  # runs are uids first_uid.. (one per run slot)
-    slots: int = Field(64, gt=0)  # runs at once on a machine, at most
-    languages: dict[str, LanguageSetting] = Field(default_factory=_languages)
+    time_limit: Seconds = 1.0  # CPU seconds per case (--time-limit)
+    memory_limit_mb: Positive = 256  # per case (--memory-limit)
+    output_limit_mb: Positive = 64  # per run (--output-limit)
+    batch_cases: Positive = 1000  # cases handed to one run at most
+    max_source_kb: Positive = 256  # a larger source file is a compile error
+    compile_seconds: Seconds = 30  # a compiler's CPU time
+    first_uid: Positive = 61000  # runs are uids first_uid.. (one per run slot)
+    slots: Positive = 64  # runs at once on a machine, at most
+    languages: dict[str, LanguageSetting] = field(default_factory=_languages)
 
 
-class Settings(Section):
+class Settings(Section, frozen=True):
     """Everything a command or a worker needs to know."""
 
-    # before broker_url, which reads them: a Redis watched by Sentinel (pipeline/sentinel.py)
+    # before broker_url, which reads them: a Redis watched by Sentinel (pipeline/urls.py)
 
     sentinel_master: str | None = None  # the name its sentinels know the Redis by
     sentinel_password: str | None = None  # the sentinels' own password
@@ -177,11 +204,11 @@ class Settings(Section):
     # more Redis instances (URLs as broker_url's) that take whole jobs beside broker_url's,
     # each job on the one its id hashes to; the environment's list is split at commas
     shards: tuple[str, ...] = ()
-    workers: int | None = Field(None, gt=0)  # embedded mode's local worker processes
-    producers: int | None = Field(None, gt=0)  # `solve` reading inputs at once; None: auto
+    workers: Positive | None = None  # embedded mode's local worker processes
+    producers: Positive | None = None  # `solve` reading inputs at once; None: auto
     state_dir: str | None = None  # embedded Redis data; None: XDG state folder, "": none
-    warm_seconds: int = Field(600, ge=0)  # idle seconds the warm local service stays; 0: none
-    concurrency: int | None = Field(None, gt=0)  # pool processes of `gamebatch worker`
+    warm_seconds: Count = 600  # idle seconds the warm local service stays; 0: none
+    concurrency: Positive | None = None  # pool processes of `gamebatch worker`
     events: bool = False  # workers send task events (for Flower and `celery events`)
     # chunks name their place in the input file instead of carrying its bytes, for workers
     # that see the producer's files (None: yes with the embedded Redis, no with a broker_url)
@@ -193,44 +220,38 @@ class Settings(Section):
     # chunks that carry the input's bytes carry them compressed (zstd level 1): Redis moves
     # and holds about half of random game text, producers and workers spend CPU on it
     compress_payloads: bool = False
-    queue: str = Field("gamebatch", min_length=1)  # lanes: QUEUE.interactive, QUEUE.bulk
-    interactive_max_bytes: int = Field(1 << 20, ge=0)  # inputs up to this size jump the line
-    visibility_timeout: int = Field(3600, gt=0)  # seconds before Redis redelivers a message
-    result_ttl: int = Field(7 * 24 * 3600, gt=0)  # seconds job keys live after collection
-    lease_seconds: int = Field(30, gt=0)  # a running chunk's lease; lost leases are re-queued
-    max_attempts: int = Field(3, gt=0)  # runs of a chunk before it fails as a poison chunk
-    stall_seconds: float = Field(60, gt=0)  # no progress and an empty queue: re-queue chunks
+    queue: NonEmpty = "gamebatch"  # lanes: QUEUE.interactive, QUEUE.bulk
+    interactive_max_bytes: Count = 1 << 20  # inputs up to this size jump the line
+    visibility_timeout: Positive = 3600  # seconds before Redis redelivers a message
+    result_ttl: Positive = 7 * 24 * 3600  # seconds job keys live after collection
+    lease_seconds: Positive = 30  # a running chunk's lease; lost leases are re-queued
+    max_attempts: Positive = 3  # runs of a chunk before it fails as a poison chunk
+    stall_seconds: Seconds = 60  # no progress and an empty queue: re-queue chunks
     # a command that starts while its Redis restarts (it refuses connections) or while the
     # sentinels promote a replica waits this long for it, saying so once
-    failover_seconds: float = Field(60, ge=0)
-    poll_interval: float = Field(0.05, gt=0)  # seconds between looks at a job's counters
-    chunk: ChunkSettings = Field(default_factory=ChunkSettings)
-    limits: LimitSettings = Field(default_factory=LimitSettings)
-    server: ServerSettings = Field(default_factory=ServerSettings)
-    judge: JudgeSettings = Field(default_factory=JudgeSettings)
+    failover_seconds: Duration = 60
+    # a command waiting for chunks on a broker where no worker has been seen for this long
+    # gives up (exit status 3; its job stays queued); None: it waits, saying so after 5 s
+    wait_for_workers: Seconds | None = None
+    poll_interval: Seconds = 0.05  # seconds between looks at a job's counters
+    chunk: ChunkSettings = field(default_factory=ChunkSettings)
+    limits: LimitSettings = field(default_factory=LimitSettings)
+    server: ServerSettings = field(default_factory=ServerSettings)
+    judge: JudgeSettings = field(default_factory=JudgeSettings)
 
-    @field_validator("payload_store")
-    @classmethod
-    def _remote_store(cls, url: str | None) -> str | None:
+    def __post_init__(self) -> None:
+        url = self.payload_store
         if url and not is_remote(url):
-            raise ValueError(f"{url}: the payload store is an object store's URL (s3://...)")
-        return url.rstrip("/") if url else None
-
-    @field_validator("shards", mode="before")
-    @classmethod
-    def _shard_list(cls, value: Any) -> Any:
-        if isinstance(value, str):  # GAMEBATCH_SHARDS
-            return [url.strip() for url in value.split(",") if url.strip()]
-        return value
-
-    @field_validator("shards")
-    @classmethod
-    def _known_shards(cls, urls: tuple[str, ...], info: ValidationInfo) -> tuple[str, ...]:
-        for url in urls:
-            check_broker_url(url)
-        if urls and not info.data.get("broker_url"):
-            raise ValueError("shards are more Redis instances beside broker_url: set it too")
-        return urls
+            message = f"{url}: the payload store is an object store's URL (s3://...)"
+            raise SettingError(("payload_store",), message)
+        msgspec.structs.force_setattr(self, "payload_store", url.rstrip("/") if url else None)
+        if self.broker_url:
+            msgspec.structs.force_setattr(self, "broker_url", _known_broker(self))
+        for url in self.shards:
+            _check(("shards",), url)
+        if self.shards and not self.broker_url:
+            message = "shards are more Redis instances beside broker_url: set it too"
+            raise SettingError(("shards",), message)
 
     @property
     def shard_urls(self) -> tuple[str, ...]:
@@ -240,16 +261,25 @@ class Settings(Section):
             return ()
         return tuple(dict.fromkeys((self.broker_url, *self.shards)))
 
-    @field_validator("broker_url")
-    @classmethod
-    def _known_broker(cls, url: str | None, info: ValidationInfo) -> str | None:
-        if url and is_sentinel(url):  # one string that carries the sentinel settings along
-            return with_settings(
-                url, info.data.get("sentinel_master"), info.data.get("sentinel_password")
-            )
-        if url:
-            check_broker_url(url)
-        return url or None
+
+def _known_broker(settings: Settings) -> str:
+    """The broker URL, checked; a Sentinel URL carries the sentinel settings along in one
+    string."""
+    url = settings.broker_url or ""
+    if is_sentinel(url):
+        try:
+            return with_settings(url, settings.sentinel_master, settings.sentinel_password)
+        except ValueError as exc:
+            raise SettingError(("broker_url",), str(exc)) from None
+    _check(("broker_url",), url)
+    return url
+
+
+def _check(loc: tuple[str, ...], url: str) -> None:
+    try:
+        check_broker_url(url)
+    except ValueError as exc:
+        raise SettingError(loc, str(exc)) from None
 
 
 BROKER_SCHEMES = ("redis", "rediss")  # what both redis-py and kombu take
@@ -308,11 +338,9 @@ def load_settings(path: str | None = None, **flags: Any) -> Settings:
         source += " and GAMEBATCH_* environment variables"
     data = _merge(data, {k: v for k, v in flags.items() if v is not None})
     try:
-        return Settings.model_validate(data)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        loc = [str(part) for part in first["loc"]]
-        message = str(first["msg"]).removeprefix("Value error, ")
+        return validated(_read_lists(data), Settings)
+    except SettingError as exc:
+        loc, message = list(exc.loc) or ["settings"], exc.message  # [] : the whole mapping
         if flags.get(loc[0]) is not None:
             raise UsageError(f"{_FLAGS.get(loc[0], '--' + loc[0])}: {message}") from None
         if _lookup(env, loc) is not None:
@@ -321,7 +349,32 @@ def load_settings(path: str | None = None, **flags: Any) -> Settings:
         raise UsageError(f"{source}: setting {'.'.join(loc)!r}: {message}") from None
 
 
-_FLAGS = {"broker_url": "--broker"}  # settings whose flag has another name
+def _read_lists(data: dict[str, Any]) -> dict[str, Any]:
+    """Lists given as one string (as the environment gives them): the server's tokens as
+    JSON, shards and webhook hosts and networks split at commas."""
+    server = data.get("server")
+    if isinstance(server, dict) and isinstance(server.get("tokens"), str):
+        try:
+            server = {**server, "tokens": json.loads(server["tokens"])}
+        except json.JSONDecodeError:
+            message = "must be a JSON list of {name, sha256, scopes}"
+            raise SettingError(("server", "tokens"), message) from None
+    if isinstance(server, dict):
+        for key in ("webhook_hosts", "webhook_private_networks"):
+            if isinstance(server.get(key), str):
+                server = {**server, key: _comma_list(server[key])}
+        data = {**data, "server": server}
+    if isinstance(data.get("shards"), str):
+        data = {**data, "shards": _comma_list(data["shards"])}
+    return data
+
+
+def _comma_list(text: str) -> list[str]:
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+# settings whose flag has another name
+_FLAGS = {"broker_url": "--broker", "wait_for_workers": "--wait-for-workers"}
 
 
 def read_yaml(path: Path) -> dict[str, Any]:
@@ -378,9 +431,9 @@ def worker_settings(settings: Settings) -> str:
     environment and flags) reaches them, not only what they would find themselves."""
     import yaml
 
-    doc = settings.model_dump(
-        exclude={"broker_url", "shards", "workers", "producers", "state_dir", "server"}
-    )
+    doc = settings.as_dict()
+    for name in ("broker_url", "shards", "workers", "producers", "state_dir", "server"):
+        del doc[name]
     return yaml.safe_dump(doc, sort_keys=False)
 
 
@@ -388,7 +441,7 @@ def show(settings: Settings) -> str:
     """The effective settings as YAML, with every password masked."""
     import yaml
 
-    doc = settings.model_dump()
+    doc = settings.as_dict()
     doc["broker_url"] = mask_url(settings.broker_url) if settings.broker_url else None
     doc["shards"] = [mask_url(url) for url in settings.shards]
     if settings.server.webhook_secret:

@@ -13,19 +13,23 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TextIO, overload
 
-from pipeline import comparing, files, judge_service, reports, service, toolkit, verdicts
+from pipeline import service
 from pipeline.config import Settings
+from pipeline.data import files
+from pipeline.data.messages import FORMAT, ComparePayload, Segment, encode_answer
+from pipeline.data.producer import Window
 from pipeline.errors import InputError, JobLost, Refused, UsageError
-from pipeline.grading import CaseResult, Found, Scoring, Standing, Submission, Test
-from pipeline.jobstate import JobCounters
-from pipeline.jobview import judging_line
-from pipeline.judge_service import Program
-from pipeline.messages import FORMAT, ComparePayload, Segment, encode_answer
-from pipeline.problem import Problem
-from pipeline.producer import Window
+from pipeline.games import toolkit
+from pipeline.games.problem import Problem
+from pipeline.grading import comparing, reports, verdicts
+from pipeline.grading.rules import CaseResult, Found, Scoring, Standing, Submission, Test
+from pipeline.grading.verdict_store import Bodies, MemoryVerdicts, RedisVerdicts, VerdictStore
+from pipeline.grading.verdicts import FileVerdicts, stopped_at_first_failure
+from pipeline.jobs.view import judging_line
+from pipeline.judging import judge_service
+from pipeline.judging.judge_service import Program
 from pipeline.progress import ProgressBar
-from pipeline.verdict_store import Bodies, MemoryVerdicts, RedisVerdicts, VerdictStore
-from pipeline.verdicts import FileVerdicts
+from pipeline.store.jobstate import JobCounters
 
 
 @dataclass(frozen=True)
@@ -131,17 +135,51 @@ def judge_programs(
     scoring: Scoring,
     quiet: bool = False,
     keep_going: bool = False,
+    lazy: bool = False,
     use: Callable[[GradeRun], None] = lambda run: None,
     note: Callable[[str], None] = lambda line: None,
 ) -> GradeRun:
     """Verdicts of every contestant's program on every test, judged by the workers in their
     sandboxes (only (program, test) pairs whose verdicts are not stored yet); as `grade`.
-    `note` hears how many pairs were judged now."""
-    subs = judge_service.submissions(programs, tests)
-    salt = {p.contestant: judge_service.salt(settings.judge, p) for p in programs}
-    contest = Contest(problem, tests, subs, scoring, False, salt)
-    chunks = judge_service.Chunks(problem, settings.judge, programs)
+    `lazy`: a test stops at its first failing case (the rest NR). `note` hears how many
+    pairs were judged now."""
     progress = ProgressBar("judge", enabled=not quiet)
+    try:
+        with service.cluster(settings) as c:
+            return judge_on(
+                c,
+                problem,
+                tests,
+                programs,
+                scoring=scoring,
+                progress=progress,
+                keep_going=keep_going,
+                lazy=lazy,
+                use=use,
+                note=note,
+            )
+    finally:
+        progress.close()
+
+
+def judge_on(
+    c: service.Cluster,
+    problem: Problem,
+    tests: list[Test],
+    programs: list[Program],
+    *,
+    scoring: Scoring,
+    progress: ProgressBar,
+    keep_going: bool = False,
+    lazy: bool = False,
+    use: Callable[[GradeRun], None] = lambda run: None,
+    note: Callable[[str], None] = lambda line: None,
+) -> GradeRun:
+    """`judge_programs` on a cluster already open (a hack search judges many times)."""
+    subs = judge_service.submissions(programs, tests)
+    salt = {p.contestant: judge_service.salt(c.settings.judge, p, lazy=lazy) for p in programs}
+    contest = Contest(problem, tests, subs, scoring, False, salt)
+    chunks = judge_service.Chunks(problem, c.settings.judge, programs, lazy=lazy)
     judged, did = 0, list[JobCounters]()
 
     def judge(todo: Sequence[comparing.Output]) -> Iterator[FileVerdicts]:
@@ -149,19 +187,15 @@ def judge_programs(
         judged = len(todo)
         return _judge_on(c, todo, chunks, progress, did)
 
-    try:
-        with service.cluster(settings) as c:
-            found = _found(problem, tests, _cluster_solver(c, problem, progress), keep_going)
-            store = RedisVerdicts(c.store.client, settings.result_ttl)
-            run = _run(contest, found, store, judge)
-            known = "; the rest were known" if judged < len(subs) else ""
-            note(f"judged {judged} of {len(subs)} (program, test) pairs{known}")
-            if did and did[0].judging is not None:
-                note(judging_line(did[0].judging._asdict()))
-            use(run)
-            return run
-    finally:
-        progress.close()
+    found = _found(problem, tests, _cluster_solver(c, problem, progress), keep_going)
+    store = RedisVerdicts(c.store.client, c.settings.result_ttl)
+    run = _run(contest, found, store, judge)
+    known = "; the rest were known" if judged < len(subs) else ""
+    note(f"judged {judged} of {len(subs)} (program, test) pairs{known}")
+    if did and did[0].judging is not None:
+        note(judging_line(did[0].judging._asdict()))
+    use(run)
+    return run
 
 
 def _judge_on(
@@ -192,7 +226,8 @@ def _judge_on(
         progress.add_total(cases)
         comparing.finish_production(c.store, job_id, count, cases)
     did.append(service.wait(c, job_id, timeout=None, progress=progress))
-    yield from comparing.gather(c.store, job_id, todo)
+    for found in comparing.gather(c.store, job_id, todo):
+        yield stopped_at_first_failure(found) if chunks.lazy else found
     c.store.finish(job_id, COMPARE_KEPT_SECONDS)
 
 

@@ -10,6 +10,18 @@ if TYPE_CHECKING:
     from tqdm import tqdm
 
 _LINE_EVERY = 10.0  # seconds between plain lines
+_shown: list[ProgressBar] = []  # the displays open now, the newest last (see note)
+
+
+def note(line: str, *, lasting: bool = True, stream: TextIO | None = None) -> None:
+    """A warning line on standard error, written above the open progress display (which
+    then shows it too while it is `lasting`, until the next note)."""
+    if _shown:
+        _shown[-1].note(line, lasting=lasting)
+        return
+    out = stream or sys.stderr
+    out.write(f"gamebatch: warning: {line}\n")
+    out.flush()
 
 
 class ProgressBar:
@@ -26,10 +38,31 @@ class ProgressBar:
         self._start = time.monotonic()
         self._last_line = self._start
         self._bar: tqdm[Any] | None = None
+        self._note = ""  # the last warning, shown in the plain lines
+        if enabled:  # a quiet one shows nothing: a note goes to standard error alone
+            _shown.append(self)
         if enabled and self.stream.isatty():
             from tqdm import tqdm  # loaded only for a terminal: 10 ms of every start
 
             self._bar = tqdm(total=0, desc=label, unit="case", file=self.stream, leave=False)
+
+    def note(self, line: str, *, lasting: bool = True) -> None:
+        """A warning, on its own line and then beside the cases (see `note`)."""
+        self._note = line.split(";", maxsplit=1)[0] if lasting else ""
+        if self._bar is not None:
+            self._bar.write(f"gamebatch: warning: {line}", file=self.stream)
+            self._bar.set_postfix_str(self._note or self._files, refresh=True)
+            return
+        self.stream.write(f"gamebatch: warning: {line}\n")
+        self.stream.flush()
+
+    def say(self, line: str) -> None:
+        """A line of news above the display (nothing when the display is off)."""
+        if self._bar is not None:
+            self._bar.write(f"gamebatch: {line}", file=self.stream)
+        elif self.enabled:
+            self.stream.write(f"gamebatch: {line}\n")
+            self.stream.flush()
 
     def add_total(self, cases: int) -> None:
         """More cases were read."""
@@ -72,13 +105,16 @@ class ProgressBar:
         rate = self.done / elapsed
         left = (self.total - self.done) / rate if rate and self.total > self.done else 0.0
         files = f"{self._files}, " if self._files else ""
+        waiting = f" ({self._note})" if self._note else ""
         return (
             f"{self.label}: {files}{self.done}/{self.total} cases, {rate:,.0f} cases/s,"
-            f" {left:,.0f} s left"
+            f" {left:,.0f} s left{waiting}"
         )
 
     def close(self) -> None:
         """Replace the bar by a summary line (on a terminal)."""
+        if self in _shown:
+            _shown.remove(self)
         if self._bar is not None:
             self._bar.close()
             self._bar = None

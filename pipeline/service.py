@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from collections.abc import Callable, Iterator
@@ -11,10 +12,13 @@ from functools import cached_property, partial
 from pathlib import Path
 from typing import TextIO
 
-from pipeline import collector, escape, files, objects, producer
-from pipeline.collector import INVALID_WORD
+from pipeline import escape
 from pipeline.config import LANES, Settings, default_state_dir, lane_queue, worker_settings
-from pipeline.connections import this_process
+from pipeline.data import collector, files, objects, producer
+from pipeline.data.collector import INVALID_WORD
+from pipeline.data.files import OutputError
+from pipeline.data.objects import ObjectUrl, Place
+from pipeline.data.payload_store import PayloadFolder, drop_payload, payload_folder, produced_with
 from pipeline.errors import (
     GamebatchError,
     InputError,
@@ -23,20 +27,21 @@ from pipeline.errors import (
     JobLost,
     UnknownJob,
 )
-from pipeline.files import OutputError
-from pipeline.jobs import Jobs
-from pipeline.jobstate import JobCounters, JobState, is_job_id
-from pipeline.jobstore import JobStore
+from pipeline.games.problem import Problem, runs_in_process, scanner
+from pipeline.games.registry import get_problem
+from pipeline.jobs.control import Jobs
+from pipeline.jobs.recovery import Recovery, queued_messages
+from pipeline.jobs.worker_watch import WorkerWatch
 from pipeline.local import producers
-from pipeline.objects import ObjectUrl, Place
-from pipeline.payload_store import PayloadFolder, drop_payload, payload_folder, produced_with
-from pipeline.problem import Problem, runs_in_process, scanner
+from pipeline.local.sharing import Alone, Sharing
 from pipeline.progress import ProgressBar
-from pipeline.recovery import Recovery, queued_messages
-from pipeline.registry import get_problem
-from pipeline.shards import ShardedStore, open_store
-from pipeline.sharing import Sharing
-from pipeline.store import Store
+from pipeline.progress import note as progress_note
+from pipeline.store.connections import this_process
+from pipeline.store.jobstate import JobCounters, JobState, is_job_id
+from pipeline.store.jobstore import JobStore
+from pipeline.store.protocol import Store
+from pipeline.store.records import Records
+from pipeline.store.shards import ShardedStore, open_store
 
 
 @dataclass
@@ -48,6 +53,7 @@ class Cluster:
     check: Callable[[], None]
     local_workers: int = 0  # worker processes this command starts on this machine
     ensure: Callable[[], None] = lambda: None  # start the local workers, if not yet done
+    running: Callable[[], bool] = lambda: True  # whether workers run without being started
 
     def send(self, job_id: str, index: int) -> None:
         """Queue one chunk task, in its job's lane (local workers start with the first one;
@@ -103,26 +109,37 @@ class Cluster:
 
     @cached_property
     def jobs(self) -> Jobs:
-        """The cluster's jobs: their views and their cancel."""
-        return Jobs(self.store, self.settings.result_ttl)
+        """The cluster's jobs: their views (with the HTTP service's records of uploaded ones,
+        on the home shard) and their cancel."""
+        records = Records(self.store.client, server="")
+        return Jobs(self.store, self.settings.result_ttl, records.get_many)
 
 
 @contextmanager
-def cluster(settings: Settings, *, workers: bool = True, lazy: bool = True) -> Iterator[Cluster]:
+def cluster(
+    settings: Settings, *, workers: bool = True, lazy: bool = True, watch: bool = True
+) -> Iterator[Cluster]:
     """The configured broker, or the embedded Redis with local workers (unless told not to),
     started once a chunk is queued or an unfinished job is waited for (unless not `lazy`):
-    a command whose work is all cached starts none."""
+    a command whose work is all cached starts none. On a broker, a command that waits for
+    its chunks says when no worker is there to take them (unless not `watch`)."""
     if settings.broker_url:
         # its Redis may be restarting, or its primary failing over, right now
         for url in settings.shard_urls:
             JobStore.wait_for(url, _note, timeout=settings.failover_seconds)
-        yield Cluster(settings, open_store(settings, command=True), lambda: None)
+        store = open_store(settings, command=True)
+        check: Callable[[], None] = lambda: None  # noqa: E731
+        if watch:
+            fresh = settings.lease_seconds  # a live worker says so every lease/3 seconds
+            seen = lambda: store.capacity(fresh) > 0  # noqa: E731
+            check = WorkerWatch(seen, progress_note, give_up=settings.wait_for_workers)
+        yield Cluster(settings, store, check)
         return
     from pipeline.local.cluster import EmbeddedCluster
 
     if settings.file_payloads is None and workers:  # its own workers see its files (a
         # detached `submit` carries the bytes: its input may change before they are read)
-        settings = settings.model_copy(update={"file_payloads": True})
+        settings = settings.replaced(file_payloads=True)
     count = (settings.workers or os.cpu_count() or 1) if workers else 0
     state = default_state_dir() if settings.state_dir is None else settings.state_dir
     folder = Path(state) if state else None
@@ -130,10 +147,12 @@ def cluster(settings: Settings, *, workers: bool = True, lazy: bool = True) -> I
     with EmbeddedCluster(
         count, lambda: worker_settings(settings), folder, lazy=lazy, warm_seconds=warm
     ) as local:
-        bound = settings.model_copy(update={"broker_url": local.url})
+        bound = settings.replaced(broker_url=local.url)
         store = JobStore.from_url(local.url, command=True)
         try:
-            yield Cluster(bound, store, local.check, count, local.ensure_workers)
+            yield Cluster(
+                bound, store, local.check, count, local.ensure_workers, local.workers_running
+            )
         except Exception as exc:
             if "MISCONF" not in str(exc):  # Redis refuses writes it cannot save
                 raise
@@ -314,9 +333,13 @@ class _SolveRun:
             c.check()
             self.progress.job_done(p.job_id, p.done)
 
-        here, size = self._here(item), _size(item.input)
-        small = here and size <= c.settings.chunk.local_bytes
-        send = c.run_here() if small else self.sharing.send if here else c.send
+        here, size, chunk = self._here(item), _size(item.input), c.settings.chunk
+        small = here and (
+            size <= chunk.local_bytes or (size <= chunk.alone_bytes and not c.running())
+        )
+        threads = 1 if size <= chunk.local_bytes else max(c.local_workers, 1)
+        alone = Alone(c.run_here(), threads) if small else None  # every core, no worker
+        send = alone or (self.sharing.send if here else c.send)
         if not small and size >= EARLY_WORKERS_BYTES:
             c.ensure()  # a big input is likely new work: the workers' start overlaps the hashing
 
@@ -342,7 +365,8 @@ class _SolveRun:
                 ),
             )
 
-        return producer.retry_when_lost(submit, item.input, self.report)
+        with alone or contextlib.nullcontext():
+            return producer.retry_when_lost(submit, item.input, self.report)
 
     def _payload_folder(self, item: FileJob) -> PayloadFolder | None:
         """The job's folder in the payload store (see payload_folder): its chunks carry
@@ -498,7 +522,7 @@ def workers_alive(c: Cluster) -> list[str]:
 
     found = []
     for url in c.settings.shard_urls:
-        app = create_app(c.settings.model_copy(update={"broker_url": url}))
+        app = create_app(c.settings.replaced(broker_url=url))
         found += [name for reply in app.control.ping(timeout=1.0) for name in reply]
     return sorted(found)
 

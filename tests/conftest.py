@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import subprocess
@@ -13,20 +14,34 @@ from pathlib import Path
 import pytest
 import redis
 
-from pipeline.local.children import terminate
+from pipeline.children import terminate
 from pipeline.local.redis_server import RedisServer
+from tests.helpers import judge_first_uid
 
 ROOT = Path(__file__).resolve().parents[1]
 WARM = "GAMEBATCH_WARM_SECONDS"
+FIRST_UID = "GAMEBATCH_JUDGE__FIRST_UID"
 SHARED = Path(os.environ.get("REFERENCE_SHARED_DIR", ROOT.parent / "shared"))
 
 
 @pytest.fixture(scope="session")
 def reference(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """The reference C++ programs, compiled once per session (skip when impossible)."""
-    built = compile_reference(tmp_path_factory.mktemp("reference"))
-    if built is None:
-        pytest.skip("reference programs need g++ and ../shared/reference")
+    """The reference C++ programs, compiled once per run (skip when impossible): the first
+    pytest-xdist worker to ask compiles them, the others wait on its lock and take them."""
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent  # the run's folder, above each worker's own
+    folder = shared / "reference"
+    folder.mkdir(exist_ok=True)
+    with (shared / "reference.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        done = folder / "built"
+        if done.exists():
+            return {name: folder / name for name in ("strgame", "pathgame")}
+        built = compile_reference(folder)
+        if built is None:
+            pytest.skip("reference programs need g++ and ../shared/reference")
+        done.touch()
     return built
 
 
@@ -138,9 +153,10 @@ def workers(redis_server: RedisServer, tmp_path: Path) -> Iterator[Workers]:
 def private_state_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """Keep the embedded Redis's data of the tests out of the user's state folder, and start
     no warm service (the tests of it ask for one)."""
-    saved = {name: os.environ.get(name) for name in ("GAMEBATCH_STATE_DIR", WARM)}
+    saved = {name: os.environ.get(name) for name in ("GAMEBATCH_STATE_DIR", WARM, FIRST_UID)}
     os.environ["GAMEBATCH_STATE_DIR"] = str(tmp_path_factory.mktemp("state"))
     os.environ[WARM] = "0"
+    os.environ[FIRST_UID] = str(judge_first_uid())  # this test process's sandbox uids
     yield
     for name, previous in saved.items():
         if previous is None:

@@ -6,9 +6,9 @@ import io
 import random
 from typing import Any
 
-from pipeline.problem import Problem
-from pipeline.reader import read_cases
-from pipeline.tokens import TokenReader
+from pipeline.games.problem import Problem
+from pipeline.games.reader import read_cases
+from pipeline.games.tokens import TokenReader
 
 
 def parse(problem: Problem, text: str | bytes, name: str = "in.txt") -> list[Any]:
@@ -34,12 +34,24 @@ def random_cases(problem: Problem, shape: str, count: int, size: int, seed: int)
     return [problem.generate(rng, shape, size) for _ in range(count)]
 
 
+def judge_first_uid() -> int:
+    """The first sandbox uid of this test process's runs: each pytest-xdist worker judges as
+    uids of its own, so that a test that looks for a run's processes and cgroups after it
+    ends never sees another worker's runs."""
+    import os
+
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    index = int(worker[2:]) + 1 if worker.startswith("gw") else 0
+    return 61000 + 128 * index
+
+
 def command_env(**extra: str) -> dict[str, str]:
     """The environment for a gamebatch subprocess: no settings from the caller's shell."""
     import os
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("GAMEBATCH_")}
     env["GAMEBATCH_STATE_DIR"] = os.environ["GAMEBATCH_STATE_DIR"]  # see conftest
+    env["GAMEBATCH_JUDGE__FIRST_UID"] = os.environ["GAMEBATCH_JUDGE__FIRST_UID"]  # as well
     env["GAMEBATCH_WARM_SECONDS"] = "0"  # no warm service unless a test asks for one
     env.update(extra)
     return env

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import boto3
 
-from pipeline.local.children import terminate
+from pipeline.children import terminate
 
 BUCKET = "gamebatch-test"
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import redis
 
+from pipeline.children import terminate
 from pipeline.config import load_settings
-from pipeline.local.children import terminate
 from pipeline.local.redis_server import RedisServer, free_port, redis_server_binary
 from tests.helpers import command_env
 

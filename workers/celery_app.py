@@ -14,14 +14,19 @@ from typing import Any
 from celery import Celery, signals
 from kombu.entity import Queue
 
+from pipeline.children import tie_to_parent
 from pipeline.config import LANES, Settings, lane_queue, load_settings
-from pipeline.connections import this_process
 from pipeline.errors import UsageError
-from pipeline.jobstore import JobStore
-from pipeline.local.children import tie_to_parent
-from pipeline.registry import registry
-from pipeline.sentinel import SentinelUrl, is_sentinel
-from pipeline.shards import ShardedStore
+from pipeline.games.registry import registry
+from pipeline.store.connections import (
+    BROKER_HEALTH_CHECK_SECONDS,
+    BROKER_SOCKET_TIMEOUT,
+    SENTINEL_SOCKET_TIMEOUT,
+    this_process,
+)
+from pipeline.store.jobstore import JobStore
+from pipeline.store.shards import ShardedStore
+from pipeline.urls import SentinelUrl, is_sentinel
 from workers.tasks import TASK_NAME, register
 from workers.transport import install as install_transport
 
@@ -31,10 +36,7 @@ def create_app(settings: Settings) -> Celery:
     if not settings.broker_url:
         raise UsageError("no broker: pass --broker URL or set GAMEBATCH_BROKER_URL")
     install_transport()  # malformed messages are dropped, not fatal
-    broker, more, hosts = settings.broker_url, {}, 1
-    if is_sentinel(broker):  # kombu reads the hosts from the URL, the rest from options
-        found = SentinelUrl.parse(broker)
-        broker, more, hosts = found.kombu_url(), found.transport_options(), len(found.hosts)
+    broker, options, hosts = _broker(settings.broker_url)
     app = Celery("gamebatch", broker=broker, set_as_current=False)
     app.conf.update(
         task_serializer="json",
@@ -48,12 +50,9 @@ def create_app(settings: Settings) -> Celery:
         # Lanes: every worker consumes both queues, the interactive one first.
         task_queues=[Queue(lane_queue(settings, lane)) for lane in LANES],  # type: ignore[no-untyped-call]
         task_default_queue=lane_queue(settings, "bulk"),
-        broker_transport_options={
-            "visibility_timeout": settings.visibility_timeout,
-            "queue_order_strategy": "priority",
-            **more,
-        },
+        broker_transport_options={"visibility_timeout": settings.visibility_timeout, **options},
         broker_connection_retry_on_startup=True,
+        broker_connection_max_retries=None,  # a worker waits for its broker however long
         # ride out a Redis restart or a failover (about a minute) when queueing; kombu waits
         # only once per round of the hosts of a sentinel URL, and counts every host tried
         task_publish_retry_policy={
@@ -62,6 +61,7 @@ def create_app(settings: Settings) -> Celery:
             "interval_step": 0.2,
             "interval_max": 2.0,
         },
+        worker_consumer="workers.consumer:Consumer",  # back on a lost broker within 2 s
         worker_hijack_root_logger=False,
         worker_send_task_events=settings.events,
         task_send_sent_event=settings.events,
@@ -69,6 +69,31 @@ def create_app(settings: Settings) -> Celery:
     register(app, settings)
     app.gamebatch_settings = settings  # for the sweeper
     return app
+
+
+def _broker(url: str) -> tuple[str, dict[str, Any], int]:
+    """What kombu is given for a broker URL: its URL, its transport options and how many
+    hosts it names (kombu reads a sentinel URL's hosts from the URL, the rest from options);
+    a silent broker is a lost one (socket timeouts, and kombu's BRPOP health check)."""
+    options: dict[str, Any] = {"queue_order_strategy": "priority"}
+    timeout, hosts = BROKER_SOCKET_TIMEOUT, 1
+    if is_sentinel(url):
+        found = SentinelUrl.parse(url)
+        url, hosts, timeout = found.kombu_url(), len(found.hosts), SENTINEL_SOCKET_TIMEOUT
+        options |= found.transport_options()
+        # the sentinels' own connections too: redis-py gives them none of the data
+        # connections' options once sentinel_kwargs is set
+        options["sentinel_kwargs"] = {
+            **options.get("sentinel_kwargs", {}),
+            "socket_timeout": timeout,
+            "socket_connect_timeout": timeout,
+        }
+    options |= {
+        "socket_timeout": timeout,
+        "socket_connect_timeout": timeout,
+        "health_check_interval": BROKER_HEALTH_CHECK_SECONDS,
+    }
+    return url, options, hosts
 
 
 def lane_sender(app: Celery, store: JobStore, settings: Settings) -> Callable[[str, int], str]:
@@ -89,7 +114,7 @@ def cluster_sender(settings: Settings, store: JobStore | ShardedStore) -> Callab
     if not isinstance(store, ShardedStore):
         return lane_sender(create_app(settings), store, settings)
     senders = [
-        lane_sender(create_app(settings.model_copy(update={"broker_url": url})), shard, settings)
+        lane_sender(create_app(settings.replaced(broker_url=url)), shard, settings)
         for url, shard in zip(settings.shard_urls, store.stores, strict=True)
     ]
     return lambda job_id, index: senders[store.index_of(job_id)](job_id, index)
@@ -145,7 +170,7 @@ def _start_sweeper(sender: Any = None, **_: Any) -> None:
 def _sweep_forever(app: Celery, settings: Settings, worker: tuple[str, int]) -> None:
     """Every lease/3 seconds: say this worker lives (with its pool processes), and sweep
     when no other worker does this round."""
-    from pipeline.recovery import sweep
+    from pipeline.jobs.recovery import sweep
 
     store = JobStore.from_url(settings.broker_url or "")
     send = lane_sender(app, store, settings)

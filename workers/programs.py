@@ -1,6 +1,6 @@
 """Judging chunks on a worker: a program compiled once per (source, language, compiler) on
 this host, in the sandbox, then run on the chunk's cases, each case judged
-(pipeline.judging)."""
+(pipeline.judging.cases)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline.config import JudgeSettings, LanguageSetting
-from pipeline.judge_service import ENTRY, JUDGING, toolchain
-from pipeline.judging import (
+from pipeline.data.messages import ANSWER_CODES, BadPayload, JudgePayload
+from pipeline.games.problem import Problem
+from pipeline.grading.verdicts import KEPT, output_lines
+from pipeline.judging.cases import (
     Attempt,
     CaseVerdict,
     case_key,
@@ -25,11 +27,9 @@ from pipeline.judging import (
     encode_verdict,
     judge_known,
 )
-from pipeline.messages import ANSWER_CODES, BadPayload, JudgePayload
-from pipeline.problem import Problem
-from pipeline.sandbox import Bind, Limits, Sandbox, Status, shared_folder
-from pipeline.store import Store
-from pipeline.verdicts import KEPT, output_lines
+from pipeline.judging.judge_service import ENTRY, JUDGING, toolchain
+from pipeline.judging.sandbox import Bind, Limits, Sandbox, Status, shared_folder
+from pipeline.store.protocol import Store
 
 COMPILER_SHOWN = 20  # lines of a compiler's messages kept for a CE
 
@@ -99,6 +99,7 @@ class Runner:
                 self.sandbox, built, list(lang.run), [payload.cases[i] for i in batch], limits
             ),
             batch=len(words),
+            lazy=payload.lazy,
         )
         memory.store.keep_verdicts(
             program, {keys[i]: encode_verdict(v) for i, v in fresh.items()}, memory.ttl

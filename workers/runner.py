@@ -13,8 +13,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING
 
 from pipeline.config import JudgeSettings
-from pipeline.errors import UsageError
-from pipeline.messages import (
+from pipeline.data.messages import (
     ANSWER_CODES,
     INVALID_CODE,
     BadPayload,
@@ -27,9 +26,10 @@ from pipeline.messages import (
     encode_answer,
     open_payload,
 )
-from pipeline.problem import Problem, slice_solver
-from pipeline.registry import registry
-from pipeline.store import Store
+from pipeline.errors import UsageError
+from pipeline.games.problem import Problem, slice_solver
+from pipeline.games.registry import find_problem
+from pipeline.store.protocol import Store
 
 if TYPE_CHECKING:
     from workers.programs import Runner
@@ -42,7 +42,7 @@ class Outcome(StrEnum):
     DUPLICATE = "duplicate"  # already answered (a message delivered twice)
     GONE = "gone"  # its job does not exist (any more) or was cancelled, or no such chunk
     FAILED = "failed"
-    REJECTED = "rejected"  # a malformed message (see pipeline.messages.task_args)
+    REJECTED = "rejected"  # a malformed message (see pipeline.data.messages.task_args)
 
 
 @dataclass(frozen=True)
@@ -135,7 +135,7 @@ def run_chunk(store: Store, job_id: str, index: int, policy: Policy = Policy()) 
     except BadPayload as exc:
         store.fail_chunk(job_id, index, str(exc))
         return Outcome.FAILED
-    problem = registry().get(payload.problem)
+    problem = find_problem(payload.problem)
     if problem is None:
         store.fail_chunk(job_id, index, f"unknown problem {payload.problem!r}")
         return Outcome.FAILED
@@ -191,7 +191,7 @@ def _judge_runner(settings: JudgeSettings) -> Runner:
     cannot run fails the chunk with its reason."""
     from workers.programs import Runner
 
-    key = settings.model_dump_json()
+    key = repr(settings)
     if key not in _RUNNERS:
         try:
             _RUNNERS[key] = Runner(settings)
@@ -254,8 +254,8 @@ def cases_of_slice(problem: Problem, payload: SlicePayload) -> list[object]:
     import io
 
     from pipeline.errors import InputError
-    from pipeline.reader import read_cases
-    from pipeline.tokens import TokenReader
+    from pipeline.games.reader import read_cases
+    from pipeline.games.tokens import TokenReader
 
     data = bytes(payload.data)
     head = f"{payload.count}\n".encode()
@@ -298,7 +298,7 @@ def _solve(
 def compare_chunk(problem: Problem, payload: ComparePayload) -> tuple[str, str]:
     """The verdict letters of every case of every segment, and per segment (as JSON) its
     file, its number of cases, its first mismatches and its extra output."""
-    from pipeline.verdicts import compare_file, compare_segment  # grading only
+    from pipeline.grading.verdicts import compare_file, compare_segment  # grading only
 
     words = dict(zip(ANSWER_CODES, problem.answers, strict=False))
     codes, details = [], []

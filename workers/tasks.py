@@ -8,9 +8,9 @@ from functools import cache
 from celery import Celery
 
 from pipeline.config import Settings
-from pipeline.connections import this_process
-from pipeline.jobstore import JobStore
-from pipeline.messages import BadTask, task_args
+from pipeline.data.messages import BadTask, task_args
+from pipeline.store.connections import this_process
+from pipeline.store.jobstore import JobStore
 from workers.runner import Outcome, Policy, run_chunk
 
 log = logging.getLogger(__name__)

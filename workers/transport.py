@@ -16,7 +16,7 @@ import redis
 from kombu import transport as kombu_transport
 from kombu.transport import redis as kombu_redis
 
-from pipeline.following import FollowingConnection
+from pipeline.store.following import FollowingConnection
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +34,10 @@ class _Tolerant:
         # kombu can hand a pooled producer the channel a failover closed (its connection is
         # None); a lost connection is what kombu's ensure() reconnects and publishes again on,
         # where an AttributeError would end the command
-        if self.connection is None:
+        # (and a worker that closes its channel after losing the broker has no connection
+        # details left: the close's restore of unacked messages must fail as a lost
+        # connection, which Celery ignores, not as an AttributeError that ends the worker)
+        if self.connection is None or getattr(self.connection, "client", None) is None:
             raise redis.ConnectionError("the broker channel was closed (a failover?)")
         return super()._connparams(asynchronous)  # type: ignore[misc]
 

@@ -1,1 +1,4 @@
-"""The built-in games, each a `pipeline.problem.Problem` registered as an entry point."""
+"""Games: the `Problem` interface a game implements, the registry of installed games, the
+built-in games with their Grundy tables and C kernels, the reading of cases from tokens, and
+the toolkit (generators, brute force, stress). Imports only the ground modules (errors,
+config, urls, escape, progress): a game knows nothing of Redis, chunks, grading or judging."""

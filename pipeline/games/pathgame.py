@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.games.grundy import BORDER, CROSS, OPEN, SAME, GrundyTables, compute_tables
-from pipeline.problem import TableCache
-from pipeline.tokens import TokenReader, shorten
+from pipeline.games.problem import TableCache
+from pipeline.games.tokens import TokenReader, shorten
 
 TABLE_NAME = "pathgame:grundy"
 TABLE_SIZE = 1024  # widths solved from the table; the closed form takes over beyond
@@ -315,7 +315,7 @@ class PathGame:
     shrink = staticmethod(shrink)
     contest_limits = staticmethod(contest_limits)
     contest_max_cases = None
-    # the C producer path and the worker's solve of input bytes (pipeline/slices.py)
+    # the C producer path and the worker's solve of input bytes (pipeline/data/slices.py)
     scan_chunk = staticmethod(_pathgame.scan_chunk) if _pathgame else None
     solve_slice = staticmethod(solve_slice) if _pathgame else None
     in_process = True  # small inputs may be solved in the command itself (it cannot crash it)

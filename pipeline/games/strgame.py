@@ -10,7 +10,7 @@ from functools import cache
 from typing import Any
 
 from pipeline.errors import InputError
-from pipeline.tokens import TokenReader, shorten
+from pipeline.games.tokens import TokenReader, shorten
 
 MAX_K = 10**9
 MAX_STRINGS = 10**12
@@ -239,7 +239,7 @@ class StrGame:
     shrink = staticmethod(shrink)
     contest_limits = staticmethod(contest_limits)
     contest_max_cases = CONTEST_MAX_T
-    # the C producer path and the worker's solve of input bytes (pipeline/slices.py)
+    # the C producer path and the worker's solve of input bytes (pipeline/data/slices.py)
     scan_chunk = staticmethod(_trie.scan_chunk) if outcomes is _outcomes_in_c else None
     solve_slice = staticmethod(_trie.solve_slice) if outcomes is _outcomes_in_c else None
     in_process = True  # small inputs may be solved in the command itself (it cannot crash it)

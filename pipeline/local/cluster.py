@@ -25,9 +25,9 @@ from typing import IO
 
 import redis
 
+from pipeline.children import exited, terminate
 from pipeline.errors import GamebatchError
 from pipeline.local import warm_workers
-from pipeline.local.children import exited, terminate
 from pipeline.local.redis_server import RedisServer
 from pipeline.local.workers import start_worker
 
@@ -285,13 +285,17 @@ class EmbeddedCluster(AbstractContextManager["EmbeddedCluster"]):
     def ensure_workers(self) -> None:
         """Start the local workers if they have not been started yet (a lazy cluster), unless
         the warm service that owns the folder's Redis runs them as this command would."""
-        if not self.workers or self.worker is not None or self.shared:
-            return
-        if self.state is not None and self.persistent and self.redis is None:
+        if self.workers and not self.workers_running():
+            self._start_workers()
+
+    def workers_running(self) -> bool:
+        """Whether local workers run already: this command's, or the warm service's when it
+        owns the folder's Redis and runs them as this command would (they are then used)."""
+        attached = self.state is not None and self.persistent and self.redis is None
+        if self.workers and self.worker is None and not self.shared and attached:
+            assert self.state is not None
             self.shared = warm_workers.serving(self.state.path, self.workers, self._settings()) or 0
-            if self.shared:
-                return
-        self._start_workers()
+        return self.worker is not None or bool(self.shared)
 
     def _settings(self) -> str | None:
         return self.settings() if self.settings is not None else None

@@ -10,14 +10,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pipeline import producer
+from pipeline.children import tie_to_parent
 from pipeline.config import Settings
+from pipeline.data import producer
+from pipeline.data.payload_store import payload_folder, produced_with
 from pipeline.errors import GamebatchError, InputError
-from pipeline.local.children import tie_to_parent
-from pipeline.payload_store import payload_folder, produced_with
-from pipeline.problem import scanner
-from pipeline.registry import get_problem
-from pipeline.shards import open_store
+from pipeline.games.problem import scanner
+from pipeline.games.registry import get_problem
+from pipeline.store.shards import open_store
 
 if TYPE_CHECKING:
     from multiprocessing.connection import Connection

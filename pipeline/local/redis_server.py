@@ -17,8 +17,8 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from pipeline.children import STOP_TIMEOUT, before_exec, terminate
 from pipeline.errors import GamebatchError, UsageError
-from pipeline.local.children import STOP_TIMEOUT, before_exec, terminate
 
 _START_TIMEOUT = 20.0
 

@@ -59,10 +59,16 @@ def fingerprint() -> str:
             parts.append("-")
     for package in (
         "pipeline",
+        "pipeline/client",
+        "pipeline/data",
+        "pipeline/games",
+        "pipeline/grading",
+        "pipeline/jobs",
+        "pipeline/judging",
         "pipeline/local",
         "pipeline/server",
-        "pipeline/lua",
-        "pipeline/games",
+        "pipeline/store",
+        "pipeline/store/lua",
         "workers",
     ):
         try:
@@ -82,7 +88,7 @@ def spawn(folder: str, seconds: int) -> None:
 
     with open(os.path.join(folder, LOG_NAME), "ab") as log:
         subprocess.Popen(
-            [sys.executable, "-m", "pipeline.local.warm_service", folder, str(seconds)],
+            [sys.executable, "-m", "pipeline.warm_service", folder, str(seconds)],
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=log,

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline.local.children import before_exec
+from pipeline.children import before_exec
 
 
 def _celery_worker(

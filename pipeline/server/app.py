@@ -23,16 +23,15 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from pipeline.config import LANES, lane_queue
-from pipeline.jobstate import FINISHED, is_job_id
-from pipeline.records import is_event_token, newest_event, read_events
-from pipeline.registry import registry
-from pipeline.server import gradings, metrics, openapi
+from pipeline.games.registry import registry
+from pipeline.server import gradings, hacks, metrics, openapi
 from pipeline.server.auth import Caller, TokenBackend
 from pipeline.server.context import (
     ApiError,
     Service,
     job_id_of,
     job_view,
+    job_views,
     needs,
     query,
     record_of,
@@ -41,6 +40,8 @@ from pipeline.server.runners import deliver_batch
 from pipeline.server.spool import BodyStalled, SpoolFile, TooLarge
 from pipeline.server.uploads import upload
 from pipeline.server.webhooks import CallbackRefused, check_callback
+from pipeline.store.jobstate import FINISHED, is_job_id
+from pipeline.store.records import is_event_token, newest_event, read_events
 
 log = logging.getLogger("gamebatch.server")
 EVENT_WAIT_MS = 5_000  # one blocking read of the event stream, at most
@@ -71,6 +72,10 @@ def create_app(service: Service) -> Starlette:
         Route("/v1/gradings/{grading}", gradings.cancel, methods=["DELETE"]),
         Route("/v1/gradings/{grading}/cases/{test}/{number}", gradings.case_input, methods=["GET"]),
         Route("/v1/gradings/{grading}/{report}", gradings.report, methods=["GET"]),
+        Route("/v1/hacks", hacks.create, methods=["POST"]),
+        Route("/v1/hacks/{hack}", hacks.show, methods=["GET"]),
+        Route("/v1/hacks/{grading}", gradings.cancel, methods=["DELETE"]),
+        Route("/v1/hacks/{hack}/{report}", hacks.report, methods=["GET"]),
     ]
     handlers = {HTTPException: _http_error, BodyStalled: _stalled, Exception: _internal_error}
     middleware = [Middleware(AuthenticationMiddleware, backend=TokenBackend(service.tokens))]
@@ -198,7 +203,8 @@ async def _list(service: Service, request: Request, caller: Caller) -> Response:
     limit, before = _paging(request)
     since = await run_in_threadpool(service.records.last_event)  # first: later changes follow
     records, after = await run_in_threadpool(service.records.page, limit, before)
-    body: dict[str, Any] = {"jobs": [job_view(service, r) for r in records], "events_since": since}
+    jobs = await run_in_threadpool(job_views, service, records)
+    body: dict[str, Any] = {"jobs": jobs, "events_since": since}
     body["next"] = f"/v1/jobs?limit={limit}&cursor={after!r}" if after is not None else None
     body["finished_states"] = sorted(FINISHED)  # the states a job never leaves
     return JSONResponse(body)
@@ -210,7 +216,8 @@ async def _list_gradings(service: Service, request: Request, caller: Caller) -> 
     records = service.records.of_kind("grading")
     since = await run_in_threadpool(records.last_event)
     found, after = await run_in_threadpool(records.page, limit, before)
-    body: dict[str, Any] = {"gradings": [gradings.view(r) for r in found], "events_since": since}
+    shown = [hacks.view(r) if "hack" in r else gradings.view(r) for r in found]
+    body: dict[str, Any] = {"gradings": shown, "events_since": since}
     body["next"] = f"/v1/gradings?limit={limit}&cursor={after!r}" if after is not None else None
     return JSONResponse(body)
 

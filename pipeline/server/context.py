@@ -13,12 +13,12 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from pipeline.config import Settings
-from pipeline.jobs import Jobs
-from pipeline.jobstate import is_job_id
-from pipeline.records import Records
+from pipeline.jobs.control import Jobs
 from pipeline.server.auth import EVERYONE, Caller, Tokens
 from pipeline.server.runners import RunnerPool
 from pipeline.server.spool import Spool
+from pipeline.store.jobstate import is_job_id
+from pipeline.store.records import Records
 
 
 class ApiError(HTTPException):
@@ -83,13 +83,22 @@ def query(request: Request, known: tuple[str, ...]) -> dict[str, str]:
 
 def job_view(service: Service, record: dict[str, str]) -> dict[str, Any]:
     """A job as clients see it (`jobview.view`), with its links."""
-    job_id = record.get("id", "")
-    body = service.jobs.view(job_id, record) or {}
-    base = f"/v1/jobs/{job_id}"
-    body["links"] = {"self": base, "result": f"{base}/result", "events": "/v1/events"}
+    return job_views(service, [record])[0]
+
+
+def job_views(service: Service, records: list[dict[str, str]]) -> list[dict[str, Any]]:
+    """job_view() of several jobs, in two round trips."""
+    ids = [record.get("id", "") for record in records]
+    found = service.jobs.views_of(ids, list(records), [_links(record) for record in records])
+    return [view or {} for view in found]
+
+
+def _links(record: dict[str, str]) -> dict[str, str]:
+    base = f"/v1/jobs/{record.get('id', '')}"
+    links = {"self": base, "result": f"{base}/result", "events": "/v1/events"}
     if record.get("keep_going") == "1":
-        body["links"]["errors"] = f"{base}/errors"
-    return body
+        links["errors"] = f"{base}/errors"
+    return links
 
 
 def job_id_of(request: Request) -> str:

@@ -19,32 +19,34 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from pipeline import grade_service, layout, toolkit
+from pipeline import grade_service
 from pipeline.config import Settings
 from pipeline.errors import UsageError
-from pipeline.grading import Scoring, Submission, Test
-from pipeline.jobstate import JobState
-from pipeline.judge_service import find_programs
-from pipeline.problem import Problem
-from pipeline.records import Records
-from pipeline.registry import get_problem
-from pipeline.scoring import load_scoring
+from pipeline.games import toolkit
+from pipeline.games.problem import Problem
+from pipeline.games.registry import get_problem
+from pipeline.grading import layout
+from pipeline.grading.rules import Scoring, Submission, Test
+from pipeline.grading.scoring import load_scoring
+from pipeline.judging.judge_service import find_programs
 from pipeline.server.archives import ArchiveRefused, Limits, unpack
 from pipeline.server.auth import Caller
 from pipeline.server.context import ApiError, Service, needs
 from pipeline.server.lifecycle import run_recorded
 from pipeline.server.spool import Spool, SpoolFile
 from pipeline.server.uploads import receive
+from pipeline.store.jobstate import JobState
+from pipeline.store.records import Records
 
 log = logging.getLogger("gamebatch.server")
-_ID = re.compile(r"[A-Za-z0-9_.]+(-[A-Za-z0-9_.]+)*-[0-9a-f]{24}(-ignore-case)?(-keep-going)?")
+ID = re.compile(r"[A-Za-z0-9_.]+(-[A-Za-z0-9_.]+)*-[0-9a-f]{24}(-ignore-case)?(-keep-going)?")
 # a judged program's limits as a grading's parameters -> the judge settings they set
-_LIMITS = {
+LIMITS = {
     "time_limit": "time_limit",
     "memory_limit": "memory_limit_mb",
     "output_limit": "output_limit_mb",
 }
-_PARAMS = ("problem", "ignore_case", "keep_going", *_LIMITS)
+_PARAMS = ("problem", "ignore_case", "keep_going", *LIMITS)
 _CASE = re.compile(r"[0-9]{1,12}")  # a case number of a test
 REPORTS = {  # route -> (file in the grading's folder, media type)
     "report.json": ("report.json", "application/json"),
@@ -88,24 +90,33 @@ def folder(spool: Spool, grading_id: str) -> Path:
 # ---- routes
 
 
-@needs("submit")
-async def create(service: Service, request: Request, caller: Caller) -> Response:
-    """POST /v1/gradings: the archive as the body."""
+async def admit(
+    service: Service, request: Request, known: tuple[str, ...]
+) -> tuple[dict[str, str], Problem, Records]:
+    """What an archive's upload (a grading's, a hack search's) checks before its body is
+    read: only `known` parameters, a known problem, room among the unfinished gradings.
+    Its parameters, problem and the gradings' records."""
     params = dict(request.query_params)
-    unknown = sorted(set(params) - set(_PARAMS))
+    unknown = sorted(set(params) - set(known))
     if unknown:
-        raise ApiError(400, f"unknown parameter {unknown[0]!r} (known: {', '.join(_PARAMS)})")
+        raise ApiError(400, f"unknown parameter {unknown[0]!r} (known: {', '.join(known)})")
     try:
         problem = get_problem(params.get("problem", ""))
     except UsageError as exc:
         raise ApiError(400, str(exc)) from None
+    records = service.records.of_kind("grading")
+    if await run_in_threadpool(records.pending_count) >= service.settings.server.max_pending_jobs:
+        raise ApiError(503, "too many unfinished gradings; try again later", {"Retry-After": "5"})
+    return params, problem, records
+
+
+@needs("submit")
+async def create(service: Service, request: Request, caller: Caller) -> Response:
+    """POST /v1/gradings: the archive as the body."""
+    params, problem, gradings = await admit(service, request, _PARAMS)
     ignore_case = params.get("ignore_case", "0") in ("1", "true")
     keep_going = params.get("keep_going", "0") in ("1", "true")
-    limits = json.dumps(_limits(params), sort_keys=True)
-    gradings = service.records.of_kind("grading")
-    limit = service.settings.server.max_pending_jobs
-    if await run_in_threadpool(gradings.pending_count) >= limit:
-        raise ApiError(503, "too many unfinished gradings; try again later", {"Retry-After": "5"})
+    limits = json.dumps(limits_of(params), sort_keys=True)
     received = await receive(service, request, raw_only=True)  # streamed and hashed, as jobs
     try:
         named = received.sha256  # the archive, and the programs' limits when given
@@ -119,7 +130,7 @@ async def create(service: Service, request: Request, caller: Caller) -> Response
         existing = await run_in_threadpool(gradings.get, grading_id)
         if existing and existing.get("state") not in ("failed", "cancelled"):
             return JSONResponse(view(existing), 200)
-        await run_in_threadpool(_unpack, service, received.path, grading_id)
+        await run_in_threadpool(unpack_into, service, received.path, grading_id, _check)
     finally:
         service.spool.discard(received.path)
     fields = {
@@ -142,8 +153,13 @@ async def create(service: Service, request: Request, caller: Caller) -> Response
 UNPACKING = ".unpack-"  # a folder of gradings/ an archive is unpacked into, then renamed
 
 
-def _unpack(service: Service, archive: Path, grading_id: str) -> None:
-    """Unpack and check the layout in a private folder, then rename it into place; refused
+def unpack_into(
+    service: Service,
+    archive: Path,
+    grading_id: str,
+    check: Callable[[Path, Settings], None],
+) -> None:
+    """Unpack and `check` the layout in a private folder, then rename it into place; refused
     archives leave nothing behind."""
     limits = service.settings.limits
     where = folder(service.spool, grading_id)
@@ -153,14 +169,7 @@ def _unpack(service: Service, archive: Path, grading_id: str) -> None:
         unpacked = unpack(
             archive, private / "files", Limits(limits.max_archive_files, limits.max_archive_bytes)
         )
-        root = unpacked.root
-        if not (root / "tests").is_dir() or (root / "subs").is_dir() == (root / "progs").is_dir():
-            raise ArchiveRefused("the archive needs a tests/ folder, and subs/ or progs/")
-        if (root / "subs").is_dir():
-            layout.bulk_layout(root / "tests", root / "subs")
-        else:
-            layout.tests_in(root / "tests")
-            find_programs(root / "progs", service.settings.judge.languages)
+        check(unpacked.root, service.settings)
         (private / "notes.json").write_text(json.dumps(unpacked.notes))
         try:
             os.rename(private, where)
@@ -176,10 +185,21 @@ def _unpack(service: Service, archive: Path, grading_id: str) -> None:
         shutil.rmtree(private, ignore_errors=True)  # what was not moved into place
 
 
-def _limits(params: dict[str, str]) -> dict[str, float]:
+def _check(root: Path, settings: Settings) -> None:
+    """A grading's archive: tests/, and subs/ or progs/."""
+    if not (root / "tests").is_dir() or (root / "subs").is_dir() == (root / "progs").is_dir():
+        raise ArchiveRefused("the archive needs a tests/ folder, and subs/ or progs/")
+    if (root / "subs").is_dir():
+        layout.bulk_layout(root / "tests", root / "subs")
+    else:
+        layout.tests_in(root / "tests")
+        find_programs(root / "progs", settings.judge.languages)
+
+
+def limits_of(params: dict[str, str]) -> dict[str, float]:
     """Judged programs' limits given as parameters (400 unless positive numbers)."""
     found: dict[str, float] = {}
-    for name, setting in _LIMITS.items():
+    for name, setting in LIMITS.items():
         if name in params:
             try:
                 value = float(params[name])
@@ -210,7 +230,7 @@ def view(record: dict[str, str]) -> dict[str, Any]:
 
 def _grading_id(request: Request) -> str:
     grading_id = str(request.path_params["grading"])
-    if _ID.fullmatch(grading_id) is None:
+    if ID.fullmatch(grading_id) is None:
         raise ApiError(404, "not a grading id")
     return grading_id
 
@@ -233,13 +253,21 @@ async def report(service: Service, request: Request, caller: Caller) -> Response
     """GET /v1/gradings/{id}/{report}: one of the report files, once the grading is done."""
     grading_id = _grading_id(request)
     record = await _record(service, grading_id)
-    name = str(request.path_params["report"])
-    if name not in REPORTS:
-        raise ApiError(404, f"no report {name!r} (reports: {', '.join(REPORTS)})")
+    path, media = report_file(service, record, str(request.path_params["report"]), REPORTS)
+    return SpoolFile(path, media_type=media)
+
+
+def report_file(
+    service: Service, record: dict[str, str], name: str, reports: dict[str, tuple[str, str]]
+) -> tuple[Path, str]:
+    """A done grading's (or hack search's) report file by its route name, and its type."""
+    if name not in reports:
+        raise ApiError(404, f"no report {name!r} (reports: {', '.join(reports)})")
+    what = "hack search" if "hack" in record else "grading"
     if record.get("state") != "done":
-        raise ApiError(409, f"grading {grading_id} is {record.get('state')}, not done")
-    file_name, media = REPORTS[name]
-    return SpoolFile(folder(service.spool, grading_id) / file_name, media_type=media)
+        raise ApiError(409, f"{what} {record.get('id')} is {record.get('state')}, not done")
+    file_name, media = reports[name]
+    return folder(service.spool, record.get("id", "")) / file_name, media
 
 
 @needs("read")
@@ -341,8 +369,8 @@ def _judge(
     write: Callable[[grade_service.GradeRun], None],
 ) -> tuple[grade_service.GradeRun, list[Test], Sequence[Submission], list[str]]:
     """A grading of programs (progs/): judged by the workers in their sandboxes."""
-    judge = settings.judge.model_copy(update=json.loads(task.limits))
-    settings = settings.model_copy(update={"judge": judge})
+    judge = settings.judge.replaced(**json.loads(task.limits))
+    settings = settings.replaced(judge=judge)
     tests = layout.tests_in(root / "tests")
     programs, notes = find_programs(root / "progs", judge.languages)
     run = grade_service.judge_programs(

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from pipeline.errors import GamebatchError, JobCancelled, JobFailed
-from pipeline.records import Records
+from pipeline.store.records import Records
 
 log = logging.getLogger("gamebatch.server")
 Ending = tuple[str, dict[str, Any]]  # the state it ended in, and the record's fields

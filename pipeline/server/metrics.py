@@ -11,8 +11,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from pipeline.records import Records
-from pipeline.store import Store
+from pipeline.store.protocol import Store
+from pipeline.store.records import Records
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 REGISTRY = CollectorRegistry()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pipeline.jobstate import JobState
+from pipeline.store.jobstate import JobState
 
 _ERROR = {
     "description": "an error",
@@ -288,6 +288,70 @@ DOCUMENT: dict[str, Any] = {
             "get": _read(
                 "A report of a done grading (Range)",
                 {"200": {"description": "the report"}, **_RANGED, "404": _ERROR, "409": _ERROR},
+            ),
+        },
+        "/v1/hacks": {
+            "post": _read(
+                "Search each program of an archive (progs/, tests/ optional) for an input it"
+                " gets wrong",
+                {
+                    "201": {"description": "a new search"},
+                    "200": {"description": "the same archive and parameters: that search"},
+                    "400": _ERROR,
+                    "408": _STALLED,
+                    "413": _ERROR,
+                    "422": _ERROR,
+                    "503": _ERROR,
+                },
+                parameters=[
+                    {"name": n, "in": "query", "required": n == "problem", "schema": s}
+                    for n, s in (
+                        ("problem", {"type": "string"}),
+                        ("seed", {"type": "integer"}),
+                        ("budget", {"type": "number", "description": "seconds"}),
+                        ("cases", {"type": "integer", "description": "per contestant"}),
+                        ("largest", {"type": "integer"}),
+                        ("time_limit", {"type": "number"}),
+                        ("memory_limit", {"type": "integer"}),
+                        ("output_limit", {"type": "integer"}),
+                    )
+                ],
+                requestBody={
+                    "required": True,
+                    "content": {
+                        "application/octet-stream": {
+                            "schema": {"type": "string", "format": "binary"}
+                        }
+                    },
+                },
+            ),
+        },
+        "/v1/hacks/{hack}": {
+            "parameters": [
+                {"name": "hack", "in": "path", "required": True, "schema": {"type": "string"}}
+            ],
+            "get": _read(
+                "A hack search: state, then how many were hacked and links to its reports",
+                {"200": {"description": "the search"}, "404": _ERROR},
+            ),
+            "delete": _read(
+                "Cancel a hack search (its owner, or an admin)",
+                {"200": {"description": "cancelled"}, "404": _ERROR, "409": _ERROR},
+            ),
+        },
+        "/v1/hacks/{hack}/{report}": {
+            "parameters": [
+                {"name": "hack", "in": "path", "required": True, "schema": {"type": "string"}},
+                {
+                    "name": "report",
+                    "in": "path",
+                    "required": True,
+                    "schema": {"enum": ["report.json", "hacks.in", "hacks.ans"]},
+                },
+            ],
+            "get": _read(
+                "The JSON report of a done search, or its counterexamples as one test",
+                {"200": {"description": "the file"}, **_RANGED, "404": _ERROR, "409": _ERROR},
             ),
         },
         "/v1/gradings/{grading}/cases/{test}/{number}": {

@@ -9,9 +9,9 @@ import shutil
 import threading
 import time
 
-from pipeline.records import Records
 from pipeline.server.gradings import folder
 from pipeline.server.spool import Spool
+from pipeline.store.records import Records
 
 log = logging.getLogger("gamebatch.server")
 ORPHAN_AGE = 3600.0  # seconds before a file without a record is taken for a leftover

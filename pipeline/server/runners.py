@@ -19,17 +19,17 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from pipeline import service
+from pipeline.children import tie_to_parent
 from pipeline.config import Settings
-from pipeline.connections import connect
-from pipeline.jobstate import FINISHED, JobState
-from pipeline.jobview import public
-from pipeline.local.children import tie_to_parent
+from pipeline.games.registry import get_problem
+from pipeline.jobs.view import public
 from pipeline.progress import ProgressBar
-from pipeline.records import Records
-from pipeline.registry import get_problem
 from pipeline.server import webhooks
 from pipeline.server.lifecycle import run_recorded
 from pipeline.server.spool import Spool
+from pipeline.store.connections import connect
+from pipeline.store.jobstate import FINISHED, JobState
+from pipeline.store.records import Records
 
 log = logging.getLogger("gamebatch.server")
 SENT_KEPT = 10_000  # tasks a runner was handed that are remembered, should it die

@@ -20,17 +20,18 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from pipeline import service
 from pipeline.config import ServerSettings, Settings, TokenSetting, default_state_dir
-from pipeline.connections import connect, connect_async
 from pipeline.errors import UsageError
-from pipeline.jobstate import FINISHED
-from pipeline.records import Records
 from pipeline.server.app import create_app
 from pipeline.server.auth import Tokens
 from pipeline.server.context import Service
 from pipeline.server.gradings import UNPACKING, GradingTask, folder
+from pipeline.server.hacks import HackTask
 from pipeline.server.retention import keep_sweeping
 from pipeline.server.runners import RunnerPool, Upload
 from pipeline.server.spool import Spool
+from pipeline.store.connections import connect, connect_async
+from pipeline.store.jobstate import FINISHED
+from pipeline.store.records import Records
 
 log = logging.getLogger("gamebatch.server")
 _HEALTH_EVERY = 5.0  # seconds a worker count is reused by /healthz
@@ -65,7 +66,7 @@ def serve(settings: Settings, host: str, port: int, tokens: tuple[TokenSetting, 
     """Run the HTTP service until interrupted."""
     check_exposure(host, tokens)
     logging.basicConfig(level=logging.INFO, format="gamebatch serve: %(message)s")
-    with service.cluster(settings, lazy=False) as c:
+    with service.cluster(settings, lazy=False, watch=False) as c:
         spool = Spool(spool_folder(settings), settings.server.body_timeout)
         spool.sweep_uploads()
         _sweep_unpacking(spool)
@@ -208,7 +209,10 @@ def _resume_gradings(records: Records, spool: Spool, runners: RunnerPool) -> Non
             lost = "the archive was lost; upload it again"
             gradings.finish(grading_id, "failed", event="grading.failed", error=lost)
             continue
-        runners.submit(GradingTask.of_record(grading_id, record))
+        if "hack" in record:
+            runners.submit(HackTask.of_record(grading_id, record))
+        else:
+            runners.submit(GradingTask.of_record(grading_id, record))
 
 
 def _resume(records: Records, spool: Spool, runners: RunnerPool) -> None:

@@ -15,9 +15,9 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 
 from pipeline.config import LANES
+from pipeline.data.producer import job_id_for
 from pipeline.errors import UsageError
-from pipeline.producer import job_id_for
-from pipeline.registry import get_problem
+from pipeline.games.registry import get_problem
 from pipeline.server import metrics
 from pipeline.server.auth import Caller
 from pipeline.server.context import ApiError, Service, job_view, needs, query, record_of
@@ -121,7 +121,7 @@ async def _upload_in_place(
     if not opened:
         async for _ in request.stream():  # the same content is known: the body is not needed
             pass
-        return JSONResponse(_known(service, record, caller), 200)
+        return JSONResponse(await run_in_threadpool(_known, service, record, caller), 200)
     spool = service.spool
     spool.discard_input(job_id)
     spool.input(job_id).touch(mode=0o600)
@@ -202,7 +202,13 @@ _OWNERS_ONLY = (
     "name",
     "size",
     "created",
+    "started",
+    "answered",
     "finished",
+    "cases_per_second",
+    "chunks",
+    "done_chunks",
+    "judging",
     "webhook",
     "result_sha256",
     "result_bytes",

@@ -15,8 +15,8 @@ from typing import Any
 import httpx
 import yaml
 
-from pipeline.client import parse_events
-from pipeline.local.children import terminate
+from pipeline.children import terminate
+from pipeline.client.http import parse_events
 from pipeline.local.redis_server import free_port
 from pipeline.server.auth import digest
 from tests.helpers import command_env

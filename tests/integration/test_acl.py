@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 import redis
 
-from pipeline import keys
-from pipeline.jobstore import JobStore
-from pipeline.local.children import terminate
+from pipeline.children import terminate
+from pipeline.games.registry import get_problem
 from pipeline.local.redis_server import RedisServer
-from pipeline.registry import get_problem
+from pipeline.store import keys
+from pipeline.store.jobstore import JobStore
 from tests.conftest import ROOT, run_reference
 from tests.helpers import command_env, input_text, random_cases
 from tests.integration.server import Server

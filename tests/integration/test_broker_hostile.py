@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 import redis
 
-from pipeline import producer
 from pipeline.config import load_settings
-from pipeline.jobstore import JobStore
+from pipeline.data import producer
+from pipeline.data.messages import BadTask, task_args
+from pipeline.games.registry import get_problem
 from pipeline.local.redis_server import RedisServer
-from pipeline.messages import BadTask, task_args
-from pipeline.registry import get_problem
+from pipeline.store.jobstore import JobStore
 from tests.conftest import Workers
 from tests.helpers import answers, command_env
 from tests.integration.test_pipeline import gamebatch

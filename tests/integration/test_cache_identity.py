@@ -14,12 +14,12 @@ from typing import BinaryIO
 
 import pytest
 
-from pipeline import collector, producer
 from pipeline.config import load_settings
+from pipeline.data import collector, producer
 from pipeline.errors import JobFailed, UsageError
-from pipeline.jobstore import JobStore
+from pipeline.games.registry import get_problem
 from pipeline.local.redis_server import RedisServer
-from pipeline.registry import get_problem
+from pipeline.store.jobstore import JobStore
 from tests.helpers import answers
 from workers.runner import Outcome, Policy, run_chunk
 
@@ -79,7 +79,7 @@ def test_a_write_through_a_shared_mapping_is_caught_while_read_and_after(
     settings = load_settings(
         broker_url=redis_server.url, chunk={"target_work": 50_000}, file_payloads=True
     )
-    in_redis = settings.model_copy(update={"file_payloads": False})  # read twice, bytes sent
+    in_redis = settings.replaced(file_payloads=False)  # read twice, bytes sent
     with path.open("r+b") as file, mmap.mmap(file.fileno(), 0) as mapped:
         mapped[:] = original  # every page dirty now: later writes change no time
         time.sleep(2.1)  # the file looks settled (older than two seconds)

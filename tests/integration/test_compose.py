@@ -14,8 +14,8 @@ import yaml
 from pipeline.cli import _parser
 from pipeline.config import load_settings
 from pipeline.errors import UsageError
-from pipeline.sentinel import SentinelUrl
 from pipeline.server.serve import check_exposure
+from pipeline.urls import SentinelUrl
 
 ROOT = Path(__file__).resolve().parents[2]
 

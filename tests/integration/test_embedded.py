@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.games.registry import get_problem
 from pipeline.local.cluster import EmbeddedCluster, StateDir
-from pipeline.registry import get_problem
 from tests.helpers import answers, command_env, input_text, random_cases
 
 
@@ -156,9 +156,10 @@ def test_an_interrupted_owner_keeps_redis_for_the_command_attached_to_it(
             while not (tmp_path / "state" / "port").exists():
                 assert commands[name].poll() is None and time.monotonic() < deadline
                 time.sleep(0.02)
-        time.sleep(1.0)  # the second has attached (its job done, it waits for its reader)
+        users = tmp_path / "state" / "users"
+        _wait_for_lock(users, "READ", commands["attached"].pid)  # the second has attached
         assert (tmp_path / "owner.out").read_text() == answers(problem, "1\n1 1\na\n")
-        time.sleep(1.0)  # the owner waits for the attached command now
+        _wait_for_lock(users, "WRITE", commands["owner"].pid)  # the owner waits for it now
         commands["owner"].send_signal(interrupt)
         time.sleep(1.0)
         assert commands["owner"].poll() is None, "the owner stopped under the attached command"
@@ -173,6 +174,24 @@ def test_an_interrupted_owner_keeps_redis_for_the_command_attached_to_it(
             if command.poll() is None:
                 command.kill()
             command.communicate()
+
+
+def _wait_for_lock(path: Path, kind: str, pid: int, timeout: float = 30) -> None:
+    """Until process `pid` holds (READ) or waits for (WRITE) a flock of `path`, as
+    /proc/locks says: what a command does with the state folder's users file, seen
+    without guessing how long it takes on a busy machine."""
+    inode = f":{path.stat().st_ino} " if path.exists() else None
+    deadline = time.monotonic() + timeout
+    while True:
+        if inode is None and path.exists():
+            inode = f":{path.stat().st_ino} "
+        locks = Path("/proc/locks").read_text().splitlines()
+        if inode and any(
+            f" {kind} " in line and f" {pid} " in line and inode in line for line in locks
+        ):
+            return
+        assert time.monotonic() < deadline, f"process {pid} took no {kind} lock of {path}"
+        time.sleep(0.02)
 
 
 def test_only_our_own_dead_commands_folders_are_swept(tmp_path: Path) -> None:
@@ -196,9 +215,10 @@ def test_only_our_own_dead_commands_folders_are_swept(tmp_path: Path) -> None:
 
 
 def test_solve_passes_file_references_and_submit_the_bytes(tmp_path: Path) -> None:
-    from pipeline import producer, service
+    from pipeline import service
     from pipeline.config import load_settings
-    from pipeline.messages import FilePayload, SlicePayload, decode_payload
+    from pipeline.data import producer
+    from pipeline.data.messages import FilePayload, SlicePayload, decode_payload
 
     problem = get_problem("pathgame")
     path = tmp_path / "p.in"

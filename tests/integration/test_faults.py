@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 import redis
 
-from pipeline.jobstate import JobState
-from pipeline.jobstore import JobStore
+from pipeline.games.registry import get_problem
 from pipeline.local.redis_server import RedisServer
-from pipeline.registry import get_problem
+from pipeline.store.jobstate import JobState
+from pipeline.store.jobstore import JobStore
 from tests.conftest import Workers, run_reference
 from tests.helpers import answers, command_env, input_text, random_cases
 from tests.unit.test_input_errors import CORPUS
@@ -29,6 +29,7 @@ FAULT_ENV = {
     "GAMEBATCH_CHUNK__MAX_CASES": "1",
     "GAMEBATCH_LEASE_SECONDS": "2",
     "GAMEBATCH_STALL_SECONDS": "3",
+    "GAMEBATCH_CHUNK__ALONE_BYTES": "0",  # the faults are the workers': none solved alone
 }
 CASES = 1000  # of the fault dataset (one chunk each): a kill at a fifth of it leaves 800
 PLUGIN_DIR = Path(__file__).resolve().parents[1] / "plugin_nim"
@@ -106,16 +107,19 @@ def test_workers_recover_a_detached_job_from_a_lost_worker(
     path, expected = dataset(tmp_path)
     first = workers.start(concurrency=2, **FAULT_ENV)
     env, broker = command_env(**FAULT_ENV), ["--broker", redis_server.url]
-    submitted = subprocess.run(
+    submit = subprocess.Popen(
         [sys.executable, "-m", "pipeline.cli", "submit", "-p", "strgame", str(path), *broker],
         env=env,
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        check=True,
     )
-    job = submitted.stdout.split()[-1]
+    # watched while it queues: on a busy machine the workers may keep pace with production
     wait_for_progress(redis_server.url, 0.2, CASES)
     os.killpg(first.pid, signal.SIGKILL)  # a machine lost, its chunks unacknowledged for an hour
+    submitted, errors = submit.communicate(timeout=60)
+    assert submit.returncode == 0, errors
+    job = submitted.split()[-1]
     if messages_lost:  # and the queued messages with it (the broker's data lost, say)
         client = JobStore.from_url(redis_server.url).client
         lanes = list(client.scan_iter(match="gamebatch.*"))

@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 import redis
 
+from pipeline.children import terminate
+from pipeline.games.registry import get_problem
 from pipeline.grade_service import COMPARE_KEPT_SECONDS
-from pipeline.local.children import terminate
 from pipeline.local.redis_server import RedisServer
-from pipeline.registry import get_problem
 from tests.conftest import Workers
 from tests.helpers import answers, command_env, input_text, parse, random_cases
 

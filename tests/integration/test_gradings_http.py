@@ -18,8 +18,8 @@ import httpx
 import pytest
 import redis
 
+from pipeline.games.registry import get_problem
 from pipeline.local.redis_server import RedisServer
-from pipeline.registry import get_problem
 from tests.conftest import Workers
 from tests.helpers import answers, input_text, random_cases
 from tests.integration.server import Server, wait_until_ended

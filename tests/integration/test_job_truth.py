@@ -7,10 +7,10 @@ import json
 
 import redis
 
-from pipeline.jobstore import JobStore
 from pipeline.local.redis_server import RedisServer
-from pipeline.records import Records
 from pipeline.server.lifecycle import run_recorded
+from pipeline.store.jobstore import JobStore
+from pipeline.store.records import Records
 
 JOB = "strgame-" + "d" * 24
 

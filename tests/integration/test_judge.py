@@ -4,10 +4,12 @@ machine, and leave no process behind."""
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import io
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -21,8 +23,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from pipeline.local.redis_server import RedisServer
-from pipeline.sandbox import (
+from pipeline.judging.sandbox import (
     CGROUPS,
     GROUP,
     Bind,
@@ -32,14 +33,15 @@ from pipeline.sandbox import (
     shared_folder,
     sweep_runs,
 )
+from pipeline.local.redis_server import RedisServer
 from tests.conftest import Workers
-from tests.helpers import command_env
+from tests.helpers import command_env, judge_first_uid
 from tests.integration.server import Server, wait_until_ended
 
 pytestmark = pytest.mark.skipif(
     os.geteuid() != 0, reason="the sandbox runs programs as other uids: it needs root"
 )
-FIRST_UID = 61000
+FIRST_UID = judge_first_uid()  # this test process's own (see tests/helpers.py)
 GOOD = r"""
 #include <bits/stdc++.h>
 using namespace std;
@@ -162,6 +164,34 @@ int main(void) {
   return 0;
 }
 """
+# Calls no contest program needs (the syscall wall refuses them): true if any succeeded.
+PROBER = r"""
+#include <string.h>
+#include <sched.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include <linux/perf_event.h>
+static bool escaped() {
+  char params[120] = {0};
+  struct perf_event_attr a;
+  memset(&a, 0, sizeof a);
+  a.size = sizeof a;
+  a.type = PERF_TYPE_SOFTWARE;
+  a.exclude_kernel = 1;
+  long got[] = {
+      syscall(SYS_io_uring_setup, 4, params),
+      syscall(SYS_perf_event_open, &a, 0, -1, -1, 0),
+      syscall(SYS_userfaultfd, 1),
+      syscall(SYS_keyctl, 0, -3, 0),
+      syscall(SYS_add_key, "user", "k", "v", 1, -3),
+      syscall(SYS_personality, 0x0040000),
+      syscall(SYS_unshare, CLONE_NEWUSER),
+  };
+  for (long g : got)
+    if (g >= 0) return true;
+  return false;
+}
+"""
 # Each case's (n, K), to know where a fault strikes without asking any solver.
 CASES = [(1, 1), (3, 2), (2, 5), (1, 3), (4, 7), (2, 2), (5, 10), (3, 3), (1, 8), (2, 9)]
 
@@ -184,11 +214,15 @@ def _contest(root: Path) -> tuple[Path, Path]:
         "wrong": "if (K % 3 == 0) pure = !pure;",
         "loop": "if (K == 5) { volatile long x = 0; for (;;) x++; }",
         "broken": "this is no C++;",
+        "prober": "if (escaped()) pure = !pure;",  # an answer computed after an escape is wrong
     }
     mark = f"// {root.name} {os.getpid()}\n"  # sources of this run's own (the machine keeps
     for name, fault in faults.items():  # what it compiled, and verdicts, by content)
         (progs / name).mkdir(parents=True)
-        (progs / name / "main.cpp").write_text(GOOD.replace("// FAULT", fault) + mark)
+        source = GOOD.replace("// FAULT", fault)
+        if name == "prober":
+            source = PROBER + source
+        (progs / name / "main.cpp").write_text(source + mark)
     (progs / "snake").mkdir()
     (progs / "snake" / "main.py").write_text(PYTHON + mark.replace("//", "#"))
     (progs / "cee").mkdir()
@@ -223,7 +257,7 @@ def test_every_case_gets_its_own_verdict_and_a_rejudge_runs_only_what_changed(
     first = _grade(tests, progs, report)
     assert first.returncode == 1, first.stderr  # some programs are wrong
     assert "empty: no entry file" in first.stderr
-    assert "judged 8 of 8 (program, test) pairs" in first.stderr, first.stderr
+    assert "judged 9 of 9 (program, test) pairs" in first.stderr, first.stderr
     doc = json.loads(report.read_text())
     codes = {s["contestant"]: s["verdicts"] for s in doc["submissions"]}
     at = {name: "".join(name_of(n, k) for n, k in CASES) for name, name_of in _FAULTS.items()}
@@ -231,7 +265,9 @@ def test_every_case_gets_its_own_verdict_and_a_rejudge_runs_only_what_changed(
     crash = next(s for s in doc["submissions"] if s["contestant"] == "crash")
     assert crash["mismatches"][0]["found"] == "signal SIGSEGV"
     loop = next(s for s in doc["submissions"] if s["contestant"] == "loop")
-    assert loop["mismatches"][0]["found"].startswith("CPU 0.5")
+    # the CPU limit, or on a machine too busy to give it 0.5 s in 2 s, the wall clock
+    # (which limit stops which run is the sandbox's test below)
+    assert re.fullmatch(r"CPU 0\.5\d s|wall clock 2\.\d s", loop["mismatches"][0]["found"])
     broken = next(s for s in doc["submissions"] if s["contestant"] == "broken")
     assert "error" in broken["mismatches"][0]["found"]
     huge = next(s for s in doc["submissions"] if s["contestant"] == "huge")
@@ -240,19 +276,19 @@ def test_every_case_gets_its_own_verdict_and_a_rejudge_runs_only_what_changed(
     assert all(kib > 0 for kib in crash["memory_kib"])
     # the same contest again: nothing runs; one contestant resubmits: only it runs
     again = _grade(tests, progs, report)
-    assert "judged 0 of 8" in again.stderr, again.stderr
+    assert "judged 0 of 9" in again.stderr, again.stderr
     fixed = GOOD.replace("// FAULT", "") + f"// fixed {tmp_path.name} {os.getpid()}\n"
     (progs / "wrong" / "main.cpp").write_text(fixed)
     third = _grade(tests, progs, report)
-    assert "judged 1 of 8" in third.stderr, third.stderr
+    assert "judged 1 of 9" in third.stderr, third.stderr
     codes = {s["contestant"]: s["verdicts"] for s in json.loads(report.read_text())["submissions"]}
     assert codes["wrong"] == "A" * len(CASES)
     # the test gains a case: every pair is judged again, but only the new case runs
     _test_input(tests / "t1.in", [*CASES, (2, 6)])
     fourth = _grade(tests, progs, report)
-    assert "judged 8 of 8" in fourth.stderr, fourth.stderr
-    ran = "programs 6/8 compiled, 2 did not compile; 6 cases run,"  # 6 that compile, 1 each
-    assert f"{ran} {6 * len(CASES)} verdicts kept from before" in fourth.stderr, fourth.stderr
+    assert "judged 9 of 9" in fourth.stderr, fourth.stderr
+    ran = "programs 7/9 compiled, 2 did not compile; 7 cases run,"  # 7 that compile, 1 each
+    assert f"{ran} {7 * len(CASES)} verdicts kept from before" in fourth.stderr, fourth.stderr
     codes = {s["contestant"]: s["verdicts"] for s in json.loads(report.read_text())["submissions"]}
     at = {
         name: "".join(name_of(n, k) for n, k in [*CASES, (2, 6)])
@@ -268,6 +304,7 @@ _FAULTS = {
     "wrong": lambda n, k: "W" if k % 3 == 0 else "A",
     "loop": lambda n, k: "T" if k == 5 else "A",
     "broken": lambda n, k: "C",
+    "prober": lambda n, k: "A",
     "snake": lambda n, k: "A",
     "cee": lambda n, k: "A",
     "huge": lambda n, k: "C",
@@ -306,9 +343,9 @@ def hostile() -> Iterator[Path]:
     box = Path(tempfile.mkdtemp(dir=shared_folder("tests")))
     os.chmod(box, 0o755)
     try:
-        for name, source in {**HOSTILE, "peek": PEEK}.items():
+        for name, source in {**HOSTILE, "peek": PEEK, "syscalls": SYSCALLS}.items():
             (box / f"{name}.c").write_text(source)
-            command = ["gcc", "-O2", "-o", str(box / name), str(box / f"{name}.c")]
+            command = ["gcc", "-O2", "-pthread", "-o", str(box / name), str(box / f"{name}.c")]
             subprocess.run(command, check=True)
         yield box
     finally:
@@ -323,6 +360,19 @@ def test_a_hostile_program_gets_its_verdict_and_leaves_nothing(hostile: Path, na
     assert run.status in EXPECTED[name], run
     assert out.stat().st_size <= LIMITS.output_bytes
     assert run.wall_seconds < LIMITS.wall + 2
+    _nothing_left()
+
+
+def test_a_run_is_told_which_limit_stopped_it(hostile: Path) -> None:
+    """A spinning program is stopped by its CPU time (a wall clock it cannot reach however
+    busy the machine is), a sleeping one by the wall clock."""
+    roomy = dataclasses.replace(LIMITS, wall_seconds=60)
+    spun = Sandbox(FIRST_UID).run(["./endless"], roomy, [Bind(hostile, "/box")])
+    assert (spun.status, spun.wall_clock) == (Status.TLE, False), spun
+    assert re.fullmatch(r"CPU 0\.5\d s", spun.detail), spun.detail
+    slept = Sandbox(FIRST_UID).run(["./sleeper"], LIMITS, [Bind(hostile, "/box")])
+    assert (slept.status, slept.wall_clock) == (Status.TLE, True), slept
+    assert re.fullmatch(r"wall clock 2\.\d s", slept.detail), slept.detail
     _nothing_left()
 
 
@@ -397,6 +447,95 @@ def test_a_program_sees_no_secret_no_other_file_and_no_network(
     _nothing_left()
 
 
+SYSCALLS = r"""
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/ptrace.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <linux/perf_event.h>
+static void show(const char *name, long got) {
+  printf("%s %s\n", name, got >= 0 ? "ok" : strerrorname_np(errno));
+}
+static void *nothing(void *arg) { return arg; }
+int main(void) {
+  char params[120] = {0};
+  struct perf_event_attr a;
+  memset(&a, 0, sizeof a);
+  a.size = sizeof a;
+  a.type = PERF_TYPE_SOFTWARE;
+  a.exclude_kernel = 1;
+  show("io_uring_setup", syscall(SYS_io_uring_setup, 4, params));
+  show("perf_event_open", syscall(SYS_perf_event_open, &a, 0, -1, -1, 0));
+  show("userfaultfd", syscall(SYS_userfaultfd, 1));
+  show("keyctl", syscall(SYS_keyctl, 0, -3, 0));
+  show("add_key", syscall(SYS_add_key, "user", "k", "v", 1, -3));
+  show("request_key", syscall(SYS_request_key, "user", "k", NULL, 0));
+  show("bpf", syscall(SYS_bpf, 0, NULL, 0));
+  show("ptrace", ptrace(PTRACE_TRACEME, 0, NULL, NULL));
+  show("unshare", unshare(CLONE_NEWUSER));
+  show("clone_newnet", syscall(SYS_clone, CLONE_NEWNET | SIGCHLD, 0, 0, 0, 0));
+  show("mount", mount("none", "/tmp", "tmpfs", 0, NULL));
+  show("personality_change", syscall(SYS_personality, 0x0040000));
+  show("kexec_load", syscall(SYS_kexec_load, 0, 0, NULL, 0));
+  show("init_module", syscall(SYS_init_module, NULL, 0, ""));
+#ifdef __x86_64__
+  long got;
+  __asm__ volatile("int $0x80" : "=a"(got) : "a"(20) : "memory");  /* i386 getpid */
+  printf("i386 %s\n", got >= 0 ? "ok" : got == -ENOSYS ? "ENOSYS" : "refused");
+  show("x32", syscall(0x40000000 | 39));
+#endif
+  /* what honest programs do */
+  show("personality_query", syscall(SYS_personality, 0xffffffff));
+  pthread_t thread;
+  show("thread", -pthread_create(&thread, NULL, nothing, NULL));
+  pthread_join(thread, NULL);
+  pid_t child = fork();
+  if (child == 0) _exit(0);
+  int status;
+  show("fork", child > 0 && waitpid(child, &status, 0) == child ? 0 : -1);
+  return 0;
+}
+"""
+REFUSED = {
+    "io_uring_setup": "EPERM",
+    "perf_event_open": "EPERM",
+    "userfaultfd": "EPERM",
+    "keyctl": "EPERM",
+    "add_key": "EPERM",
+    "request_key": "EPERM",
+    "bpf": "EPERM",
+    "ptrace": "EPERM",
+    "unshare": "EPERM",
+    "clone_newnet": "EPERM",
+    "mount": "EPERM",
+    "personality_change": "EPERM",
+    "kexec_load": "EPERM",
+    "init_module": "EPERM",
+    "personality_query": "ok",
+    "thread": "ok",
+    "fork": "ok",
+}
+if os.uname().machine == "x86_64":
+    REFUSED |= {"i386": "ENOSYS", "x32": "ENOSYS"}
+
+
+def test_the_syscall_wall_refuses_what_no_contest_program_needs(hostile: Path) -> None:
+    out = hostile / "syscalls.out"
+    with out.open("wb") as stdout:
+        run = Sandbox(FIRST_UID).run(["./syscalls"], LIMITS, [Bind(hostile, "/box")], stdout=stdout)
+    seen = dict(line.split() for line in out.read_text().splitlines())
+    assert run.status == Status.OK, (run, seen)
+    assert seen == REFUSED
+    _nothing_left()
+
+
 def test_a_missing_sandbox_is_a_clear_error_at_start(tmp_path: Path) -> None:
     tests, progs = _contest(tmp_path)
     env = command_env(PATH=str(tmp_path / "nothing"))
@@ -430,8 +569,9 @@ def _nothing_left(*, cgroups: bool = True) -> None:
         return
     for controller in ("memory", "pids", "cpuacct"):
         parent = CGROUPS / controller / GROUP
-        if parent.exists():
-            assert not [p for p in parent.iterdir() if p.is_dir()], f"a {controller} cgroup"
+        ours = [f"-u{uid}-" for uid in range(FIRST_UID, FIRST_UID + 128)]
+        left = [p for p in parent.glob("run-*") if any(u in p.name for u in ours)]
+        assert not left, f"a {controller} cgroup: {left}"
 
 
 def test_a_worker_killed_while_it_judges_loses_nothing(
@@ -607,3 +747,44 @@ def test_many_runs_as_one_uid_leave_no_zombie_to_count_against_it(hostile: Path)
     rows = [line.split() for line in ps.stdout.splitlines()]
     zombies = [r for r in rows if r[0].startswith("Z") and int(r[1]) == FIRST_UID + 64]
     assert len(zombies) <= 2, ps.stdout
+
+
+def test_lazy_judging_stops_each_test_at_its_first_failing_case(tmp_path: Path) -> None:
+    """`grade --programs --lazy`: a program that times out on every case costs one case's
+    limit, not twelve; the cases after a failure are NR (JUnit: skipped)."""
+    tests, progs = tmp_path / "tests", tmp_path / "progs"
+    tests.mkdir()
+    _test_input(tests / "t1.in", [(n, k) for n in (1, 2, 3) for k in (1, 2, 3, 4)])
+    mark = f"// {tmp_path.name} {os.getpid()}\n"
+    for name, fault in {
+        "good": "",
+        "sleepy": "{ volatile long x = 0; for (;;) x++; }",
+        "late": "if (n == 2 && K == 3) pure = !pure;",  # case 7 is its first wrong one
+    }.items():
+        (progs / name).mkdir(parents=True)
+        (progs / name / "main.cpp").write_text(GOOD.replace("// FAULT", fault) + mark)
+    report, junit = tmp_path / "lazy.json", tmp_path / "lazy.xml"
+    lazy = _gamebatch(
+        "grade", "-p", "strgame", "--tests", str(tests), "--programs", str(progs), "--lazy",
+        "--time-limit", "0.5", "-q", "--json", str(report), "--junit", str(junit),
+    )  # fmt: skip
+    assert lazy.returncode == 1, lazy.stderr
+    codes = {s["contestant"]: s["verdicts"] for s in json.loads(report.read_text())["submissions"]}
+    assert codes == {"good": "A" * 12, "sleepy": "T" + "N" * 11, "late": "A" * 6 + "W" + "N" * 5}
+    assert "1 of 12 cases wrong (11 not run after it: --lazy): case 1 TLE" in junit.read_text()
+    whole = _gamebatch(
+        "grade",
+        "-p",
+        "strgame",
+        "--tests",
+        str(tests),
+        "--programs",
+        str(progs),
+        "--time-limit",
+        "0.5",
+        "-q",
+        "--json",
+        str(report),
+    )  # fmt: skip  (the lazy verdicts are not the whole ones: judged again)
+    codes = {s["contestant"]: s["verdicts"] for s in json.loads(report.read_text())["submissions"]}
+    assert codes["sleepy"] == "T" * 12 and codes["late"] == "A" * 6 + "W" + "A" * 5, whole.stderr

@@ -12,13 +12,14 @@ from pathlib import Path
 
 import redis
 
-from pipeline import keys, service
+from pipeline import service
 from pipeline.config import load_settings
-from pipeline.jobstate import JobState
-from pipeline.jobstore import SWEEP_FURTHER, JobStore
+from pipeline.games.registry import get_problem
+from pipeline.jobs.recovery import sweep
 from pipeline.local.redis_server import RedisServer
-from pipeline.recovery import sweep
-from pipeline.registry import get_problem
+from pipeline.store import keys
+from pipeline.store.jobstate import JobState
+from pipeline.store.jobstore import SWEEP_FURTHER, JobStore
 from tests.conftest import Workers
 from tests.helpers import answers, command_env, input_text, random_cases
 

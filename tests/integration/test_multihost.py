@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.local.children import terminate
+from pipeline.children import terminate
+from pipeline.games.registry import get_problem
 from pipeline.local.redis_server import redis_server_binary
-from pipeline.registry import get_problem
 from tests.helpers import answers, command_env, input_text, random_cases
 
 pytestmark = pytest.mark.integration

@@ -15,12 +15,13 @@ from pathlib import Path
 import pytest
 import redis
 
-from pipeline import keys, objects
-from pipeline.jobstate import PAYLOAD_OBJECT
-from pipeline.jobstore import JobStore
+from pipeline.data import objects
+from pipeline.data.payload_store import COPY_GRACE_SECONDS, sweep_payload_store
+from pipeline.games.registry import get_problem
 from pipeline.local.redis_server import RedisServer
-from pipeline.payload_store import COPY_GRACE_SECONDS, sweep_payload_store
-from pipeline.registry import get_problem
+from pipeline.store import keys
+from pipeline.store.jobstate import PAYLOAD_OBJECT
+from pipeline.store.jobstore import JobStore
 from tests.conftest import Workers, run_reference
 from tests.helpers import answers, command_env, input_text, random_cases
 from tests.integration.server import Server, wait_until_ended

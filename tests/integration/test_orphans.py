@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.games.registry import get_problem
 from pipeline.local.redis_server import RedisServer
-from pipeline.registry import get_problem
 from tests.helpers import command_env, input_text, random_cases
 
 pytestmark = pytest.mark.integration
@@ -138,7 +138,12 @@ def _start(args: list[str], tmp_path: Path, **env: str) -> subprocess.Popen[byte
             stdout=subprocess.DEVNULL,
             stderr=err,
             start_new_session=True,
-            env=command_env(TMPDIR=str(tmp_path / "tmp"), GAMEBATCH_CHUNK__MAX_CASES="1", **env),
+            env=command_env(
+                TMPDIR=str(tmp_path / "tmp"),
+                GAMEBATCH_CHUNK__MAX_CASES="1",
+                GAMEBATCH_CHUNK__ALONE_BYTES="0",  # workers start: they are what is left
+                **env,
+            ),
         )
 
 

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.data.files import OutputError, atomic_write, check_output
 from pipeline.errors import UsageError
-from pipeline.files import OutputError, atomic_write, check_output
-from pipeline.registry import get_problem
+from pipeline.games.registry import get_problem
 from tests.helpers import answers, command_env, input_text, random_cases
 from tests.integration.test_pipeline import gamebatch
 

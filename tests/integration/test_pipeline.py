@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import collector, producer
 from pipeline.config import load_settings
+from pipeline.data import collector, producer
+from pipeline.games.registry import get_problem
 from pipeline.games.strgame import make_case
-from pipeline.jobstate import JobState
-from pipeline.jobstore import JobStore
 from pipeline.local.redis_server import RedisServer
-from pipeline.registry import get_problem
+from pipeline.store.jobstate import JobState
+from pipeline.store.jobstore import JobStore
 from tests.conftest import Workers
 from tests.helpers import answers, command_env, input_text, random_cases
 from workers.runner import Outcome, run_chunk
@@ -224,6 +224,39 @@ def test_collect_times_out_without_workers_and_writes_nothing(
     result = gamebatch("collect", job_id, *broker, "-o", str(out), "--timeout", "0.5")
     assert result.returncode == 1 and "not finished after 0.5 s" in result.stderr
     assert not out.exists() and list(tmp_path.glob(".never.out*")) == []
+
+
+def test_a_solve_on_a_broker_without_workers_says_so_and_goes_on_when_one_comes(
+    tmp_path: Path, redis_server: RedisServer, workers: Workers
+) -> None:
+    (path,) = write_dataset(tmp_path, "strgame", files=1, cases=1, seed=3)
+    out, broker = tmp_path / "one.out", ["--broker", redis_server.url]
+    gave_up = gamebatch("solve", "-p", "strgame", str(path), "-o", str(out), *broker,
+                        "--wait-for-workers", "2")  # fmt: skip
+    assert gave_up.returncode == 3, gave_up.stderr
+    assert gave_up.stderr.startswith("gamebatch: error: no worker has been seen on this broker")
+    assert len(gave_up.stderr.splitlines()) == 1 and not out.exists()
+    started = time.monotonic()
+    solve = subprocess.Popen(
+        [sys.executable, "-m", "pipeline.cli", "solve", "-p", "strgame", str(path),
+         "-o", str(out), *broker],
+        stderr=subprocess.PIPE, text=True, env=command_env(),
+    )  # fmt: skip
+    try:
+        assert solve.stderr is not None
+        line = solve.stderr.readline()
+        assert time.monotonic() - started < 10, line
+        assert line == (
+            "gamebatch: warning: no worker has been seen on this broker in 5 s;"
+            " start one with `gamebatch worker` (still waiting)\n"
+        )
+        workers.start()
+        _, rest = solve.communicate(timeout=60)
+    finally:
+        if solve.poll() is None:
+            solve.kill()
+    assert solve.returncode == 0, rest
+    assert out.read_text() == answers(get_problem("strgame"), path.read_text())
 
 
 def test_chunks_finishing_out_of_order_give_ordered_output(

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 import redis
 
-from pipeline.jobstate import JobState
-from pipeline.jobstore import JobStore
+from pipeline.games.registry import get_problem
 from pipeline.local.redis_server import RedisServer
-from pipeline.registry import get_problem
+from pipeline.store.jobstate import JobState
+from pipeline.store.jobstore import JobStore
 from tests.conftest import Workers
 from tests.helpers import answers, command_env, input_text, random_cases
 from tests.integration.test_pipeline import gamebatch
@@ -187,8 +187,8 @@ def test_a_second_keep_going_run_never_hides_the_invalid_cases(
 ) -> None:
     """A keep-going job's list of invalid cases is replaced only when a production ends:
     a second run of the same input that dies half way leaves the first one's whole list."""
-    from pipeline import producer
     from pipeline.config import load_settings
+    from pipeline.data import producer
 
     problem = get_problem("strgame")
     path = tmp_path / "kg.in"

@@ -15,13 +15,13 @@ from pathlib import Path
 import pytest
 import redis
 
+from pipeline.children import terminate
 from pipeline.config import load_settings, mask_url
-from pipeline.connections import connect_async
-from pipeline.jobstore import JobStore
-from pipeline.local.children import terminate
-from pipeline.sentinel import SentinelUrl
+from pipeline.store.connections import SENTINEL_SOCKET_TIMEOUT, connect_async
+from pipeline.store.jobstore import JobStore
+from pipeline.urls import SentinelUrl
 from tests.integration.test_faults import FAULT_ENV, dataset
-from tests.sentinels import DOWN_AFTER_MS, FAILOVER_TIMEOUT_MS, MASTER, Sentinels
+from tests.sentinels import DOWN_AFTER_MS, MASTER, Sentinels
 
 
 @pytest.fixture
@@ -65,7 +65,30 @@ def test_settings_make_one_sentinel_url_and_mask_its_passwords(sentinels: Sentin
     assert asyncio.run(ping())
 
 
-def test_a_job_survives_the_loss_of_its_primary(sentinels: Sentinels, tmp_path: Path) -> None:
+# SENTINEL_FAILOVER_RUNS=20 runs the failover test 20 times (each on fresh servers)
+RUNS = int(os.environ.get("SENTINEL_FAILOVER_RUNS", "1"))
+# detection (down-after), an election and the promotion, then the clients' next round of
+# reconnecting (at most 2 s apart: redis-py's backoff cap, workers.consumer's rounds); a
+# silent primary also costs the reads waiting on it their socket timeout
+STALL_BOUND = {
+    signal.SIGKILL: DOWN_AFTER_MS / 1000 + 5,
+    # issue 32's bound: 2.4-6.2 s alone, up to 8.2 s beside three other test processes
+    signal.SIGSTOP: DOWN_AFTER_MS / 1000 + 2 * SENTINEL_SOCKET_TIMEOUT + 5,
+}
+
+
+@pytest.mark.parametrize("run", range(RUNS))
+@pytest.mark.parametrize(
+    "loss",
+    [
+        signal.SIGKILL,  # its process is gone: its connections are closed at once
+        signal.SIGSTOP,  # its host is gone: its connections stay open and silent
+    ],
+    ids=["killed", "silent"],
+)
+def test_a_job_survives_the_loss_of_its_primary(
+    sentinels: Sentinels, tmp_path: Path, loss: signal.Signals, run: int
+) -> None:
     path, expected = dataset(tmp_path, cases=3000)
     env = sentinels.env(**FAULT_ENV)
     log = (tmp_path / "worker.log").open("wb")
@@ -105,7 +128,7 @@ def test_a_job_survives_the_loss_of_its_primary(sentinels: Sentinels, tmp_path: 
     try:
         done_at_kill = _wait_for_cases(url, 600)
         assert sentinels.primary.process is not None
-        os.kill(sentinels.primary.process.pid, signal.SIGKILL)  # its host is gone
+        os.kill(sentinels.primary.process.pid, loss)
         killed = time.monotonic()
         _wait_for_cases(url, done_at_kill + 1, timeout=120)
         stall = time.monotonic() - killed
@@ -113,19 +136,26 @@ def test_a_job_survives_the_loss_of_its_primary(sentinels: Sentinels, tmp_path: 
         _, err = solve.communicate(timeout=300)
         assert solve.returncode == 0, err
         assert (tmp_path / "out").read_text() == expected
-        # detection, an election (a second one waits failover-timeout), then the clients'
-        # next retry (backoff capped at 2 s): about 3 s at the test's down-after of 1 s
-        assert stall < DOWN_AFTER_MS / 1000 + FAILOVER_TIMEOUT_MS / 1000 + 3, stall
+        # killed: about 3 s at the test's down-after of 1 s; it was 6 to 33 s when a worker
+        # that lost its primary died of it and was started again, then reconnected 2, 4,
+        # 6 ... s apart. Silent: about 3 to 5 s; it was 30 s (the socket timeout), then
+        # the worker's ack waited on the silent primary for ever
+        assert stall < STALL_BOUND[loss], stall
         new = sentinels.sentinel(sentinels.ports[0]).execute_command(
             "SENTINEL", "GET-MASTER-ADDR-BY-NAME", MASTER
         )
         assert int(new[1]) == sentinels.replica.port  # the replica was made primary
     finally:
+        if sentinels.primary.process is not None and loss == signal.SIGSTOP:
+            os.kill(sentinels.primary.process.pid, signal.SIGKILL)
         terminate(worker, 10)
         log.close()
         if solve.poll() is None:
             solve.kill()
             solve.wait()
+    said = (tmp_path / "worker.log").read_text(errors="replace")
+    assert "Unrecoverable error" not in said  # the worker rode it out, it did not die of it
+    assert said.count(" ready.") == 1, said[-3000:]
 
 
 def _wait_for_cases(url: str, cases: int, timeout: float = 60) -> int:

@@ -23,10 +23,11 @@ import httpx
 import pytest
 import redis
 
-from pipeline.jobstore import JobStore
+from pipeline.data.messages import FilePayload, decode_payload
+from pipeline.games.registry import get_problem
+from pipeline.jobs.view import FIELDS
 from pipeline.local.redis_server import RedisServer
-from pipeline.messages import FilePayload, decode_payload
-from pipeline.registry import get_problem
+from pipeline.store.jobstore import JobStore
 from tests.conftest import Workers, run_reference
 from tests.helpers import answers, command_env, input_text, random_cases
 from tests.integration.server import WEBHOOK_SECRET, Server, events, wait_until_ended
@@ -311,6 +312,21 @@ def test_health_metrics_and_the_openapi_document(server: Server) -> None:
         assert {"/v1/jobs", "/v1/jobs/{job}/result", "/v1/events"} <= set(document["paths"])
 
 
+def test_another_owners_upload_of_known_content_learns_nothing_of_the_job(server: Server) -> None:
+    text = _text(STRGAME, 7, seed=21).encode()
+    with server.client() as http:
+        params = {"problem": "strgame", "name": "secret.in"}
+        job = http.put("/v1/jobs", params=params, content=text).json()
+        assert wait_until_ended(http, job["id"])["state"] == "done"
+    with server.client("other") as other:
+        seen = other.put("/v1/jobs", params={"problem": "strgame", "name": "mine.in"}, content=text)
+    assert seen.status_code == 200, seen.text
+    body = seen.json()
+    assert (body["id"], body["state"]) == (job["id"], "done")
+    hidden = {"name", "size", "created", "started", "answered", "finished", "cases_per_second"}
+    assert not hidden & set(body), body
+
+
 def test_client_mode_solves_submits_and_collects_over_http(server: Server, tmp_path: Path) -> None:
     text = _text(STRGAME, 120, seed=11)
     source = tmp_path / "in.txt"
@@ -342,7 +358,19 @@ def test_client_mode_solves_submits_and_collects_over_http(server: Server, tmp_p
     assert collected.returncode == 0, collected.stderr
     assert (tmp_path / "o.out").read_text() == answers(STRGAME, other.read_text())
     status = gamebatch("status", job, "--json", *token)
-    assert json.loads(status.stdout)["state"] == "done"
+    served = json.loads(status.stdout)
+    assert served["state"] == "done"
+    # one view: the same keys, types and values on the cluster itself (but for the routes)
+    on_broker = subprocess.run(
+        [sys.executable, "-m", "pipeline.cli", "status", job, "--json", "--broker", server.broker],
+        env=command_env(), check=True, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    local = json.loads(on_broker.stdout)
+    assert list(local) == list(served) == list(FIELDS)
+    assert {**local, "links": served["links"]} == served and local["links"] == {}
+    assert (served["total"], served["done"], served["name"]) == (50, 50, "other.in")
+    assert served["size"] == other.stat().st_size and served["cases_per_second"] > 0
+    assert served["created"] <= served["started"] <= served["answered"] <= served["finished"]
     bad = tmp_path / "bad.in"
     bad.write_text("2\n1\nab\n")
     refused = gamebatch("solve", "-q", "-p", "strgame", str(bad), "-o", str(tmp_path / "b"), *token)

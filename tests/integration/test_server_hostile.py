@@ -22,8 +22,8 @@ import pytest
 import yaml
 
 from pipeline.config import ServerSettings
+from pipeline.games.registry import get_problem
 from pipeline.local.redis_server import RedisServer
-from pipeline.registry import get_problem
 from pipeline.server import webhooks
 from pipeline.server.auth import digest
 from tests.conftest import Workers

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.jobstore import JobStore
+from pipeline.games.registry import get_problem
 from pipeline.local.redis_server import RedisServer
-from pipeline.registry import get_problem
-from pipeline.shards import pick
+from pipeline.store.jobstore import JobStore
+from pipeline.store.shards import pick
 from tests.conftest import Workers
 from tests.helpers import answers
 from tests.integration.server import Server, wait_until_ended

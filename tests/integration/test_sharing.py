@@ -4,18 +4,20 @@ taken (kombu's own messages, in a real Redis), and every chunk is run once."""
 from __future__ import annotations
 
 import re
+import signal
+import time
 from pathlib import Path
 
 import pytest
 
-from pipeline import producer
 from pipeline.config import LANES, Settings, lane_queue
-from pipeline.jobstate import JobState
-from pipeline.jobstore import JobStore
+from pipeline.data import producer
+from pipeline.games.registry import get_problem
 from pipeline.local.redis_server import RedisServer
 from pipeline.progress import ProgressBar
-from pipeline.registry import get_problem
 from pipeline.service import Cluster, FileJob, run_on, wait
+from pipeline.store.jobstate import JobState
+from pipeline.store.jobstore import JobStore
 from tests.conftest import Workers
 from tests.helpers import answers, input_text, random_cases
 
@@ -49,18 +51,23 @@ def test_every_chunk_is_run_once_by_the_command_or_a_worker(
     problem = get_problem("strgame")
     path = tmp_path / "in.txt"
     path.write_text(input_text(problem, random_cases(problem, "random", 3000, 200, seed=8)))
-    workers.start(GAMEBATCH_FILE_PAYLOADS="true")  # local workers: they see the command's files
+    if not queue_all:  # local workers: they see the command's files
+        workers.start(GAMEBATCH_FILE_PAYLOADS="true")
     c = _cluster(redis_server.url)
-    settings = c.settings.model_copy(
-        update={
-            "chunk": c.settings.chunk.model_copy(update={"target_work": 2000, "place_scale": 1})
-        }
-    )
+    settings = c.settings.replaced(chunk=c.settings.chunk.replaced(target_work=400, place_scale=1))
     share = c.sharing()
     if queue_all:
         share.waiting = lambda: 0
     job = producer.submit(problem, path, c.store, share.send, settings)
-    assert job.chunks > 100
+    assert job.chunks > 1000
+    if queue_all:  # every message queued, then a worker begins from the oldest end before
+        # the command takes back from the newest (a worker running during production may
+        # keep pace with it on a busy machine, and leave nothing to take back)
+        workers.start(GAMEBATCH_FILE_PAYLOADS="true")
+        deadline = time.monotonic() + 30
+        while not (c.store.progress(job.job_id) or pytest.fail("job gone")).done_chunks:
+            assert time.monotonic() < deadline, "the worker took no chunk"
+            time.sleep(0.01)
     taken = 0
     while share.take_back(job.job_id):
         taken += 1
@@ -68,8 +75,14 @@ def test_every_chunk_is_run_once_by_the_command_or_a_worker(
     codes = "".join(c.store.iter_answers(job.job_id, done.chunks or 0))
     result = "".join(problem.answers[int(code)] + "\n" for code in codes)
     assert result == answers(problem, path.read_text())
-    log = (tmp_path / "worker-0.log").read_text()
-    by_workers = len(re.findall(r"succeeded in [\d.e-]+s: 'solved'", log))
+    deadline = time.monotonic() + 10  # the worker's log lines may trail its answers
+    while True:
+        log = (tmp_path / "worker-0.log").read_text()
+        by_workers = len(re.findall(r"succeeded in [\d.e-]+s: 'solved'", log))
+        settled = by_workers + taken >= job.chunks if queue_all else by_workers > 0
+        if settled or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
     assert "'duplicate'" not in log
     assert 0 < by_workers <= job.chunks
     if queue_all:  # they met in the middle
@@ -109,3 +122,43 @@ def test_a_production_whose_end_redis_lost_is_read_again(
     assert out.read_text() == answers(problem, path.read_text())
     assert notes == [f"note: Redis lost job {lost[0]}; reading {path} again"]
     assert c.store.progress(lost[0]).state == JobState.DONE  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("alone", [True, False], ids=["alone", "workers"])
+def test_an_input_under_alone_bytes_is_solved_by_the_command_on_its_threads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str], alone: bool
+) -> None:
+    """With no local worker running, the command solves an input of up to chunk.alone_bytes
+    itself, its chunks on its threads, and starts no worker; over it, workers start."""
+    from pipeline.cli import main
+    from pipeline.local import cluster as embedded
+
+    problem = get_problem("pathgame")
+    path = tmp_path / "in.txt"
+    text = input_text(problem, random_cases(problem, "random", 2000, 300, seed=4))
+    path.write_text(text)
+    started: list[object] = []
+    real = embedded.start_worker
+
+    def start(*args: object, **kwargs: object) -> object:
+        started.append(args)
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(embedded, "start_worker", start)
+    monkeypatch.setattr("pipeline.cli._whole_writes_to_stdout", lambda: None)  # see test_fuzz
+    monkeypatch.setenv("GAMEBATCH_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setenv("GAMEBATCH_CHUNK__TARGET_WORK", "20000")  # dozens of chunks
+    monkeypatch.setenv("GAMEBATCH_CHUNK__ALONE_BYTES", str(1 << 30 if alone else 0))
+    monkeypatch.setenv("GAMEBATCH_WORKERS", "2")
+    out = tmp_path / "out.txt"
+    handlers = {
+        sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    }
+    try:  # in this process: its start_worker is the one watched
+        status = main(["solve", "-q", "-p", "pathgame", str(path), "-o", str(out)])
+    finally:
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+    assert status == 0, capfd.readouterr().err
+    assert out.read_text() == answers(problem, text)
+    assert (len(started) == 0) == alone, started

@@ -7,13 +7,13 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from pipeline import keys
-from pipeline.jobstate import PAYLOAD_OBJECT, JobState, Put
-from pipeline.jobstore import JobStore
 from pipeline.local.redis_server import RedisServer
-from pipeline.memstore import MemoryStore
-from pipeline.shards import ShardedStore
-from pipeline.store import Store
+from pipeline.store import keys
+from pipeline.store.jobstate import PAYLOAD_OBJECT, JobState, Put
+from pipeline.store.jobstore import JobStore
+from pipeline.store.memstore import MemoryStore
+from pipeline.store.protocol import Store
+from pipeline.store.shards import ShardedStore
 from tests.helpers import FakeClock
 
 JOB = "strgame-" + "c" * 24
@@ -133,6 +133,9 @@ def test_one_producer_and_answers_of_the_bytes_in_force(store: tuple[Store, Adva
     s.open_job(other, {"problem": "strgame"})
     assert s.claim_production(other, "p4", 30)
     assert s.put_chunk(other, 0, b"x", "d1", "p4") == Put.STORED
+    # chunk 1 never reached this primary (a failover lost it): the plan cannot be final
+    assert s.finish_production(other, 2, 2, "p4") is None
+    assert s.progress(other).state == JobState.PRODUCING  # type: ignore[union-attr]
     s.abandon_production(other, "p5")  # not its producer: nothing happens
     assert s.manifest(other) is not None
     s.abandon_production(other, "p4")

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import redis
 
-from pipeline.jobstore import JobStore
+from pipeline.games.registry import get_problem
 from pipeline.local.redis_server import RedisServer
-from pipeline.registry import get_problem
+from pipeline.store.jobstore import JobStore
 from tests.conftest import Workers
 from tests.helpers import answers
 from tests.integration.server import Server, wait_until_ended

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.games.registry import get_problem
 from pipeline.local.warm import SOCKET_NAME
-from pipeline.registry import get_problem
 from tests.conftest import run_reference
 from tests.helpers import answers, command_env, input_text, random_cases
 
@@ -349,6 +349,7 @@ def test_the_service_keeps_the_workers_for_the_next_command_with_the_same_settin
     small = {  # many chunks: workers take some
         "GAMEBATCH_CHUNK__TARGET_WORK": "20000",
         "GAMEBATCH_CHUNK__PLACE_SCALE": "1",
+        "GAMEBATCH_CHUNK__ALONE_BYTES": "0",  # workers start for any input over local_bytes
     }
     for seed in range(3):  # more than chunk.local_bytes: not solved by the command alone
         path = tmp_path / f"p{seed}.in"

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
+from pipeline.games.registry import get_problem
 from pipeline.local.redis_server import RedisServer
-from pipeline.registry import get_problem
 from tests.conftest import Workers
 from tests.helpers import answers, input_text, random_cases
 from tests.integration.server import Server
@@ -268,6 +268,43 @@ def test_judged_programs_show_each_case_with_its_verdict_time_and_memory(
     number, verdict, _, found, _, time_ms, memory = cases(browser)[0]
     assert (number, verdict, found) == ("5", "RE", "signal SIGABRT")
     assert float(time_ms) >= 0 and int(memory) > 0
+    assert _console_errors(browser) == []
+
+
+def test_hacked_programs_show_each_counterexample_with_its_input(
+    server: Server, browser: Any, tmp_path: Path
+) -> None:
+    from tests.integration.test_hack import FAULTS
+    from tests.integration.test_judge import GOOD
+
+    mark = f"// {tmp_path.name} {os.getpid()} page\n"
+    archive = tmp_path / "programs.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        for name in ("wide", "chain"):  # both hacked: the search ends without a budget spent
+            data = (GOOD.replace("// FAULT", FAULTS[name]) + mark).encode()
+            info = tarfile.TarInfo(f"progs/{name}/main.cpp")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    _sign_in(browser, server, server.token)
+    _wait(browser, lambda d: _text(d, "live") == "live")
+    Select(browser.find_element(By.ID, "grade-problem")).select_by_value("strgame")
+    browser.find_element(By.ID, "archive").send_keys(str(archive))
+    browser.find_element(By.ID, "hack-button").click()
+    _wait(browser, lambda d: d.find_element(By.ID, "hack").is_displayed(), seconds=120)
+
+    def rows(driver: Any) -> dict[str, list[str]]:
+        found = driver.find_elements(By.CSS_SELECTOR, "#hacks tbody tr")
+        cells = [[td.text for td in r.find_elements(By.TAG_NAME, "td")] for r in found]
+        return {c[0]: c[1:] for c in cells}
+
+    _wait(browser, lambda d: len(rows(d)) == 2)
+    shown = rows(browser)
+    result, expected, found, given, _ = shown["wide"]
+    assert (result, {expected, found}) == ("hacked: WA", {"Pure", "Dirty"})
+    count, strings, _, *words = given.split()  # T, then n K and the strings
+    assert count == "1" and int(strings) == len(words) > 6
+    assert shown["chain"][0] == "hacked: RE" and shown["chain"][2] == "signal SIGSEGV"
+    assert "hack search done" in _text(browser, "grade-message")
     assert _console_errors(browser) == []
 
 

@@ -29,10 +29,11 @@ from pathlib import Path
 
 import redis
 
-from pipeline import keys, toolkit
-from pipeline.jobstore import JobStore
+from pipeline.games import toolkit
+from pipeline.games.registry import get_problem
 from pipeline.local.redis_server import RedisServer
-from pipeline.registry import get_problem
+from pipeline.store import keys
+from pipeline.store.jobstore import JobStore
 from tests.conftest import compile_reference
 from tests.sentinels import Sentinels
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.chunking import chunk_cases
-from pipeline.reader import Batch
+from pipeline.data.chunking import chunk_cases
+from pipeline.games.reader import Batch
 
 
 def numbered(works: list[int], size: int = 1) -> list[Batch]:

@@ -8,7 +8,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from pipeline.client import Client
+from pipeline.client.http import Client
 from pipeline.errors import GamebatchError
 
 RESULT = b"Pure\nDirty\n" * 1000

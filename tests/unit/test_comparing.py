@@ -10,13 +10,19 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import comparing, verdicts
-from pipeline.grading import CaseResult, Group, Scoring, Verdict, compare
-from pipeline.memstore import MemoryStore
-from pipeline.messages import BadPayload, ComparePayload, Segment, decode_payload, encode_answer
+from pipeline.data.messages import (
+    BadPayload,
+    ComparePayload,
+    Segment,
+    decode_payload,
+    encode_answer,
+)
+from pipeline.games.registry import get_problem
+from pipeline.grading import comparing, verdicts
+from pipeline.grading.reports import diff_reports
+from pipeline.grading.rules import CaseResult, Group, Scoring, Verdict, compare
 from pipeline.progress import ProgressBar
-from pipeline.registry import get_problem
-from pipeline.reports import diff_reports
+from pipeline.store.memstore import MemoryStore
 from tests.helpers import answers, input_text, random_cases
 from workers.runner import Outcome, run_chunk
 
@@ -240,9 +246,10 @@ def test_the_progress_line_counts_files_and_cases() -> None:
 def test_files_looked_up_in_batches_get_what_one_batch_gets(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from pipeline import grade_service, layout
-    from pipeline.grading import Submission
-    from pipeline.verdict_store import MemoryVerdicts
+    from pipeline import grade_service
+    from pipeline.grading import layout
+    from pipeline.grading.rules import Submission
+    from pipeline.grading.verdict_store import MemoryVerdicts
 
     rng = random.Random(9)
     (tmp_path / "tests").mkdir()

@@ -8,9 +8,9 @@ import tracemalloc
 import pytest
 
 from pipeline.errors import InputError
-from pipeline.reader import read_cases
-from pipeline.registry import get_problem
-from pipeline.tokens import TokenReader
+from pipeline.games.reader import read_cases
+from pipeline.games.registry import get_problem
+from pipeline.games.tokens import TokenReader
 from tests.helpers import parse
 
 # (problem, input, line, case, words the message must contain)

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from pipeline.jobstate import JobCounters, JobState, Judging, counters
-from pipeline.jobview import status_lines, view
+from pipeline.jobs.view import FIELDS, status_lines, view
+from pipeline.store.jobstate import JobCounters, JobState, Judging, counters
 
 JOB = "strgame-" + "a" * 24
 
@@ -65,3 +65,40 @@ def test_a_judging_job_shows_its_programs_and_runs() -> None:
     solving = counters(JOB, {k: v for k, v in manifest.items() if "program" not in k}, {})
     assert solving is not None and solving.judging is None
     assert "judging" not in view(None, solving) and len(status_lines(view(None, solving))) == 1
+
+
+TYPES = {
+    "id": str, "name": str, "problem": str, "state": str, "size": int, "total": int, "done": int,
+    "invalid": int, "errors": list, "created": float, "started": float, "answered": float,
+    "finished": float, "cases_per_second": float, "chunks": int, "done_chunks": int,
+    "lane": str, "keep_going": bool, "exit_code": int, "result_sha256": str,
+    "result_bytes": int, "links": dict,
+}  # fmt: skip
+
+
+def test_every_view_has_the_same_keys_and_types_whoever_asks() -> None:
+    assert set(TYPES) == set(FIELDS)
+    manifest = {
+        "problem": "strgame", "state": "done", "chunks": "2", "done_chunks": "2",
+        "total": "10", "done_cases": "10", "created": "1.5", "started": "2.0",
+        "answered": "4.0", "finished": "4.5", "input": "a.in", "size": "99", "lane": "bulk",
+    }  # fmt: skip
+    live = counters(JOB, manifest, {})
+    record = {
+        "id": JOB, "problem": "strgame", "name": "a.in", "state": "done", "total": "10",
+        "size": "99", "created": "1.25", "finished": "4.75", "lane": "bulk", "exit_code": "0",
+        "result_sha256": "f" * 64, "result_bytes": "20", "invalid": "0",
+    }  # fmt: skip
+    links = {"self": f"/v1/jobs/{JOB}"}
+    views = [view(None, live), view(record, live, links), view(record, None, links)]
+    for body in views:
+        assert list(body) == list(FIELDS)
+        for key, value in body.items():
+            assert value is None or isinstance(value, TYPES[key]), (key, value)
+    local, served, expired = views
+    assert (local["name"], local["size"], local["lane"]) == ("a.in", 99, "bulk")
+    assert local["finished"] == 4.5
+    assert (local["done"], local["total"], local["cases_per_second"]) == (10, 10, 5.0)
+    assert (served["started"], served["answered"], served["cases_per_second"]) == (2.0, 4.0, 5.0)
+    assert (served["created"], served["finished"], served["result_bytes"]) == (1.25, 4.75, 20)
+    assert (expired["done"], expired["started"], expired["links"]) == (10, None, links)

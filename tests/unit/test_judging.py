@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from pipeline.judging import (
+from pipeline.judging.cases import (
     SPLIT_WAYS,
     Attempt,
     CaseVerdict,
@@ -17,7 +17,7 @@ from pipeline.judging import (
     judge_cases,
     judge_known,
 )
-from pipeline.sandbox import Status
+from pipeline.judging.sandbox import Status
 
 WORDS = ["Pure", "Impure"]
 
@@ -125,3 +125,49 @@ def test_a_case_key_is_its_text_and_its_answer() -> None:
     assert case_key(b"1 2\nab\n", "Pure") != case_key(b"1 2\nac\n", "Pure")
     with pytest.raises(ValueError, match="kept verdict"):
         decode_verdict(b'["A", null]')
+
+
+def test_lazy_judging_runs_nothing_after_the_first_failing_case() -> None:
+    """36 cases that each time out: one run at the limit per level down to case 0, then NR
+    (judged whole, each of them costs a run of its own)."""
+    expected = _expected(36)
+    endless = Program(expected, **{f"c{i}": "loop" for i in range(36)})
+    verdicts, runs = judge_cases(expected, endless, batch=1000, lazy=True)
+    assert "".join(v.code for v in verdicts) == "T" + "N" * 35
+    assert runs == 3 and all(0 in r for r in endless.runs)  # 36 cases, then 5, then 1
+    whole = Program(expected, **{f"c{i}": "loop" for i in range(36)})
+    assert "".join(v.code for v in judge_cases(expected, whole, batch=1000)[0]) == "T" * 36
+    assert len(whole.runs) > 36
+
+
+def test_lazy_judging_finds_the_first_failure_whatever_the_order_of_its_runs() -> None:
+    expected = _expected(300)
+    program = Program(expected, c40="wrong", c20="wrong", c250="crash")
+    verdicts, _ = judge_cases(expected, program, batch=100, lazy=True)
+    assert "".join(v.code for v in verdicts) == "A" * 20 + "W" + "N" * 279
+    assert not any(case >= 200 for run in program.runs for case in run)  # batch 3 never ran
+    assert verdicts[20].shown == "Nonsense"
+
+
+def test_lazy_judging_of_kept_verdicts_runs_only_the_cases_before_a_kept_failure() -> None:
+    expected = _expected(10)
+    program = Program(expected)
+    kept = CaseVerdict("R", "signal SIGSEGV", 0.1, 1, 1)
+    known: list[CaseVerdict | None] = [None] * 10
+    known[6] = kept
+    verdicts, fresh = judge_known(expected, known, program, batch=100, lazy=True)
+    assert "".join(v.code for v in verdicts) == "A" * 6 + "R" + "N" * 3
+    assert program.runs == [[0, 1, 2, 3, 4, 5]] and sorted(fresh) == [0, 1, 2, 3, 4, 5]
+
+
+def test_a_lazily_judged_file_is_cut_after_its_first_failure_whatever_its_chunks_ran() -> None:
+    from pipeline.grading.verdicts import FileVerdicts, stopped_at_first_failure
+
+    found = FileVerdicts("AAWAT", [(3, "Nonsense"), (5, "CPU 1.0 s")], None, [(1, 2)] * 5)
+    cut = stopped_at_first_failure(found)
+    assert (cut.codes, cut.shown, cut.usage) == (
+        "AAWNN",
+        [(3, "Nonsense")],
+        [(1, 2)] * 3 + [(0, 0)] * 2,
+    )
+    assert stopped_at_first_failure(FileVerdicts("AAA")).codes == "AAA"

@@ -7,8 +7,8 @@ import shutil
 
 import pytest
 
-from pipeline import problem
-from pipeline.registry import get_problem
+from pipeline.games import problem
+from pipeline.games.registry import get_problem
 
 
 @pytest.mark.skipif(

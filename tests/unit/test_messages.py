@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from types import SimpleNamespace
 
 import pytest
 
-import pipeline.registry as registry_module
-from pipeline import messages
-from pipeline.errors import UsageError
-from pipeline.games.strgame import make_case
-from pipeline.messages import (
+import pipeline.games.registry as registry_module
+from pipeline.data import messages
+from pipeline.data.messages import (
     FORMAT,
     INVALID_CODE,
     MAX_ANSWERS,
@@ -26,6 +25,8 @@ from pipeline.messages import (
     open_payload,
     packed,
 )
+from pipeline.errors import UsageError
+from pipeline.games.strgame import make_case
 
 
 def test_a_payload_survives_the_round_trip() -> None:
@@ -142,10 +143,24 @@ def test_a_game_with_too_many_answer_words_is_refused_when_it_registers(
         def load(self) -> object:
             return SimpleNamespace(answers=tuple(map(str, range(MAX_ANSWERS + 1))))
 
-    monkeypatch.setattr(registry_module, "entry_points", lambda group: [Point()])
+    monkeypatch.setattr("importlib.metadata.entry_points", lambda group: [Point()])
     registry_module.registry.cache_clear()
     try:
         with pytest.raises(UsageError, match=r"'wordy' .* has 63 answer words: a game needs 2"):
             registry_module.registry()
     finally:
         registry_module.registry.cache_clear()
+
+
+@pytest.mark.parametrize("lazy", [False, True])
+def test_a_judging_chunk_says_whether_it_stops_at_its_first_failure(lazy: bool) -> None:
+    from pipeline.data.messages import JudgePayload
+
+    sent = JudgePayload(
+        "strgame", "cpp", "g++ 12", b"int main(){}", (1.0, 1 << 28, 1 << 26), 3, 11, "01",
+        [b"1 1\na\n", b"2 2\na\nb\n"], "", lazy,
+    )  # fmt: skip
+    assert decode_payload(sent.encode()) == sent
+    older = json.loads(sent.encode())
+    del older["lazy"]  # a chunk queued before the flag existed judges every case
+    assert decode_payload(json.dumps(older).encode()) == dataclasses.replace(sent, lazy=False)

@@ -7,10 +7,11 @@ from pathlib import Path
 import pytest
 
 from pipeline.config import load_settings
+from pipeline.data.messages import BadPayload, FilePayload, decode_payload
+from pipeline.data.objects import ObjectUrl, place, shown
+from pipeline.data.payload_store import forgotten
 from pipeline.errors import UsageError
-from pipeline.messages import BadPayload, FilePayload, decode_payload
-from pipeline.objects import ObjectUrl, is_remote, place, shown
-from pipeline.payload_store import forgotten
+from pipeline.urls import is_remote
 
 
 def test_a_place_is_a_path_a_file_url_or_an_object() -> None:
@@ -62,9 +63,9 @@ def test_a_kept_jobs_folder_keeps_everything_in_it() -> None:
 
 def test_a_manifest_deletes_only_this_clusters_job_folders(monkeypatch: pytest.MonkeyPatch) -> None:
     """Whoever can write a manifest cannot make a collector empty a bucket."""
-    from pipeline import payload_store
-    from pipeline.jobstate import PAYLOAD_OBJECT
-    from pipeline.memstore import MemoryStore
+    from pipeline.data import payload_store
+    from pipeline.store.jobstate import PAYLOAD_OBJECT
+    from pipeline.store.memstore import MemoryStore
 
     store, gone = MemoryStore(), []
     monkeypatch.setattr(payload_store, "remove_all", gone.append)

@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 
-from pipeline.producer import _died_here
+from pipeline.data.producer import _died_here
 
 
 def _holder(pid: int) -> str:

@@ -6,13 +6,13 @@ import io
 
 import pytest
 
-from pipeline import collector
-from pipeline.collector import CollectTimeout
 from pipeline.config import load_settings
+from pipeline.data import collector
+from pipeline.data.collector import CollectTimeout
 from pipeline.errors import JobFailed, JobLost
-from pipeline.memstore import MemoryStore
-from pipeline.recovery import Recovery, sweep
-from pipeline.registry import get_problem
+from pipeline.games.registry import get_problem
+from pipeline.jobs.recovery import Recovery, sweep
+from pipeline.store.memstore import MemoryStore
 from tests.helpers import FakeClock
 
 JOB = "strgame-" + "b" * 24

@@ -9,7 +9,7 @@ from typing import TextIO
 
 import pytest
 
-from pipeline.files import atomic_write, write_atomically
+from pipeline.data.files import atomic_write, write_atomically
 
 
 @pytest.fixture

@@ -7,9 +7,9 @@ import time
 
 import pytest
 
-from pipeline.jobstate import JobState
-from pipeline.memstore import MemoryStore
-from pipeline.messages import ChunkPayload
+from pipeline.data.messages import ChunkPayload
+from pipeline.store.jobstate import JobState
+from pipeline.store.memstore import MemoryStore
 from tests.helpers import FakeClock
 from workers.runner import Lease, Outcome, Policy, run_chunk
 

@@ -8,10 +8,10 @@ import pytest
 
 from pipeline.config import load_settings
 from pipeline.errors import UsageError
-from pipeline.jobstate import JobState
-from pipeline.memstore import MemoryStore
-from pipeline.recovery import sweep
-from pipeline.shards import ShardedStore, pick
+from pipeline.jobs.recovery import sweep
+from pipeline.store.jobstate import JobState
+from pipeline.store.memstore import MemoryStore
+from pipeline.store.shards import ShardedStore, pick
 from tests.helpers import FakeClock
 
 IDS = [f"strgame-{n:024x}" for n in range(6000)]

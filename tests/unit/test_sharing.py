@@ -3,7 +3,7 @@ either queued for the workers or solved by the command, never both."""
 
 from __future__ import annotations
 
-from pipeline.sharing import Sharing
+from pipeline.local.sharing import Alone, Sharing
 
 JOB = "strgame-" + "b" * 24
 
@@ -47,3 +47,45 @@ def test_waiting_messages_are_taken_back_newest_first_until_a_worker_has_one() -
     assert not share.take_back(JOB)
     assert not share.take_back(JOB) and not share.take_back("other-job")
     assert ran == [3, 2]
+
+
+def test_a_job_solved_alone_runs_each_chunk_once_on_its_threads() -> None:
+    import threading
+    import time
+
+    ran: list[int] = []
+    running, most, lock = [0], [0], threading.Lock()
+
+    def run(job_id: str, index: int) -> None:
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        time.sleep(0.01)
+        with lock:
+            running[0] -= 1
+            ran.append(index)
+
+    with Alone(run, 3) as send:
+        for index in range(20):
+            send(JOB, index)
+    assert sorted(ran) == list(range(20))  # every run ended before leaving
+    assert 1 < most[0] <= 3  # on the threads, never more at once
+
+
+def test_a_failed_run_of_a_job_solved_alone_is_raised_once_the_others_end() -> None:
+    import pytest
+
+    ran: list[int] = []
+
+    def run(job_id: str, index: int) -> None:
+        if index == 2:
+            raise RuntimeError("Redis went away")
+        ran.append(index)
+
+    with pytest.raises(RuntimeError, match="Redis went away"), Alone(run, 2) as send:
+        for index in range(6):
+            send(JOB, index)
+    assert 2 not in ran
+    one = Alone(run, 1)  # one thread: the run is the caller's own
+    with pytest.raises(RuntimeError):
+        one(JOB, 2)

@@ -1,4 +1,4 @@
-"""The producer's C path (pipeline/slices.py and the games' C kernels) held against the Python
+"""The producer's C path (pipeline/data/slices.py and the games' C kernels) held against the Python
 reader, chunker and solvers: the same chunks, the same cases, the same answers, and every
 invalid input left to the Python reader."""
 
@@ -14,16 +14,16 @@ from typing import Any
 
 import pytest
 
-from pipeline import producer, slices
-from pipeline.chunking import chunk_cases, place_cut
 from pipeline.config import load_settings
+from pipeline.data import producer, slices
+from pipeline.data.chunking import chunk_cases, place_cut
+from pipeline.data.messages import BadPayload, FilePayload, SlicePayload, decode_payload
+from pipeline.data.producer import _first_reading, submit
 from pipeline.errors import InputError
-from pipeline.memstore import MemoryStore
-from pipeline.messages import BadPayload, FilePayload, SlicePayload, decode_payload
-from pipeline.producer import submit
-from pipeline.reader import read_batches, read_cases
-from pipeline.registry import get_problem
-from pipeline.tokens import TokenReader
+from pipeline.games.reader import read_batches, read_cases
+from pipeline.games.registry import get_problem
+from pipeline.games.tokens import TokenReader
+from pipeline.store.memstore import MemoryStore
 from tests.helpers import input_text, parse, random_cases
 from tests.unit.test_input_errors import CORPUS
 from workers.runner import Outcome, Policy, cases_of_slice, run_chunk
@@ -378,18 +378,22 @@ def test_places_grow_with_the_input_up_to_their_scale() -> None:
     assert place_cut(300, 10, 10**12, 1, 64) == (300, 10)
 
 
-def test_chunks_that_name_their_place_are_larger_and_answer_the_same(tmp_path: Path) -> None:
-    """Fewer, larger chunks once they carry no bytes; the job's manifest holds the cut (a
-    second producer cuts the same); chunks that carry bytes keep the settings' cut."""
+def test_ranges_of_an_object_are_larger_and_places_in_a_file_stay_small(tmp_path: Path) -> None:
+    """Fewer, larger chunks where each costs a request (ranges of an object); a file's
+    places keep the byte chunks' cut (an open and a map are cheap, and small chunks keep
+    the workers' memory and the pipeline's tail small); the job's manifest holds the cut
+    (a second producer cuts the same); chunks that carry bytes keep the settings' cut."""
     problem = _problem("strgame")
     path = _input(tmp_path, problem, 300)
     _, _, small = _submitted_by_reference(problem, path)
     grow = {"target_work": 300, "place_spread": 2, "place_scale": 3}
-    store, sent = MemoryStore(), []
     settings = load_settings(chunk=grow, file_payloads=True)
+    ranged, _ = _first_reading(problem, path, settings, None, False, store=MemoryStore(), copy=True)
+    assert ranged is not None and ranged.pieces is not None
+    assert ranged.cut[0] == 900 and 1 < len(ranged.pieces) < len(small) / 2
+    store, sent = MemoryStore(), []
     job = submit(problem, path, store, lambda j, i: sent.append(i), settings).job_id
-    assert 1 < len(sent) < len(small) / 2
-    assert (store.manifest(job) or {})["target_work"] == "900"
+    assert len(sent) == len(small) and (store.manifest(job) or {})["target_work"] == "300"
     reader = Policy(holder="t", file_payloads=True)
     assert {run_chunk(store, job, i, reader) for i in sent} == {Outcome.SOLVED}
     expected = "".join(str(problem.solve(case)) for case in parse(problem, path.read_bytes()))
@@ -413,8 +417,9 @@ def test_the_live_workers_set_how_many_chunks_a_reference_input_makes_at_least(
     for processes in (0, 4, 40):
         store = MemoryStore()
         store.note_capacity("w@host", processes, keep=60)
-        job = submit(problem, path, store, lambda j, i: None, grow).job_id
-        cuts[processes] = int((store.manifest(job) or {})["target_work"])
+        plan, _ = _first_reading(problem, path, grow, None, False, store=store, copy=True)
+        assert plan is not None
+        cuts[processes] = plan.cut[0]
     assert cuts[0] == cuts[4] == place_cut(30, 1, size, 10, 16)[0]  # 16 at least
     assert cuts[40] == place_cut(30, 1, size, 10, 80)[0] < cuts[0]
 

@@ -11,11 +11,10 @@ from typing import Any
 
 import pytest
 
-from pipeline import toolkit
 from pipeline.config import LimitSettings
 from pipeline.errors import InputError
-from pipeline.games import strgame
-from pipeline.registry import get_problem
+from pipeline.games import strgame, toolkit
+from pipeline.games.registry import get_problem
 from tests.helpers import command_env
 
 PLUGIN_DIR = Path(__file__).resolve().parents[1] / "plugin_nim"

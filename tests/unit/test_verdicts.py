@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.grading import CaseResult, Group, Scoring, Verdict, compare
-from pipeline.reports import diff_reports
-from pipeline.scoring import load_scoring
+from pipeline.grading.reports import diff_reports
+from pipeline.grading.rules import CaseResult, Group, Scoring, Verdict, compare
+from pipeline.grading.scoring import load_scoring
 
 EXPECTED = ["Pure", "Dirty", "Pure", "Dirty"]
 

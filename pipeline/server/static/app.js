@@ -261,12 +261,10 @@ async function solveFile(file, problem) {
   try {
     const job = await uploadFile(file, { method: "PUT", path: `/v1/jobs?${query}` }, bar);
     state.rows.delete(key);
-    if (state.rows.has(job.id)) {
-      row.remove(); // the feed showed the job first
-    } else {
-      row.dataset.job = job.id;
-      state.rows.set(job.id, row);
-    }
+    const shown = state.rows.get(job.id);
+    if (shown) shown.replaceWith(row); // the feed showed the job first: keep the bytes bar
+    row.dataset.job = job.id;
+    state.rows.set(job.id, row);
     showJob(job);
   } catch (error) {
     showJob({ id: key, name: file.name, state: "refused", errors: [error.message] });
@@ -391,6 +389,15 @@ function handleEvent(block) {
 
 async function gradeArchive(event) {
   event.preventDefault();
+  await sendArchive("/v1/gradings");
+}
+
+async function hackArchive() {
+  await sendArchive("/v1/hacks");
+}
+
+// A grading (or a hack search) of the archive chosen in the form.
+async function sendArchive(route) {
   const archive = $("archive").files[0];
   if (!archive) {
     say("grade-message", "choose an archive");
@@ -399,9 +406,10 @@ async function gradeArchive(event) {
   const problem = encodeURIComponent($("grade-problem").value);
   say("grade-message", "uploading…", true);
   $("grading").hidden = true;
+  $("hack").hidden = true;
   try {
     const grading = await uploadFile(archive, {
-      method: "POST", path: `/v1/gradings?problem=${problem}`,
+      method: "POST", path: `${route}?problem=${problem}`,
     }, $("archive-progress"));
     remember(grading.id);
     showGradingState(grading);
@@ -453,12 +461,14 @@ async function showRecent() {
   if (!id) return;
   remember(id);
   $("grading").hidden = true;
+  $("hack").hidden = true;
   await refreshGrading();
 }
 
 function showGradingState(grading) {
   const notes = grading.notes || [];
-  const text = grading.state === "failed" ? `grading failed: ${grading.error}` : `grading ${grading.state}`;
+  const what = grading.kind === "hack" ? "hack search" : "grading";
+  const text = grading.state === "failed" ? `${what} failed: ${grading.error}` : `${what} ${grading.state}`;
   say("grade-message", text, grading.state !== "failed");
   const listed = [...$("recent").options].find((option) => option.value === grading.id);
   if (listed) listed.textContent = gradingLabel(grading);
@@ -479,7 +489,8 @@ function showGradingState(grading) {
 
 async function refreshGrading() {
   try {
-    const response = await api(`/v1/gradings/${encodeURIComponent(state.grading)}`);
+    const route = state.grading.startsWith("hack.") ? "hacks" : "gradings";
+    const response = await api(`/v1/${route}/${encodeURIComponent(state.grading)}`);
     const grading = await response.json();
     showGradingState(grading);
     if (grading.state === "done") await showReport(grading);
@@ -489,6 +500,11 @@ async function refreshGrading() {
 }
 
 async function showReport(grading) {
+  if (grading.kind === "hack") {
+    await showHacks(grading);
+    return;
+  }
+  $("hack").hidden = true;
   const report = await (await api(grading.links["report.json"])).json();
   state.report = report;
   renderScoreboard();
@@ -546,6 +562,7 @@ function sortBy(key) {
 
 const VERDICTS = {
   A: "AC", W: "WA", P: "PE", M: "MISSING", T: "TLE", L: "MLE", O: "OLE", R: "RE", C: "CE",
+  N: "NR",
 };
 
 // Every case of a report's submission: version 2 keeps a letter per case and the details of
@@ -588,6 +605,24 @@ function renderCases() {
   }));
 }
 
+// A hack search's report: each contestant's counterexample with its input, expected and found.
+async function showHacks(grading) {
+  const report = await (await api(grading.links["report.json"])).json();
+  $("hacks").tBodies[0].replaceChildren(...report.contestants.map((c) => {
+    const tr = document.createElement("tr");
+    cell(tr, c.contestant);
+    const result = c.hacked ? `hacked: ${c.verdict}` : c.skipped ? `not searched: ${c.skipped}` : "not hacked";
+    cell(tr, result, c.hacked ? `verdict-${c.verdict}` : "");
+    cell(tr, c.expected ?? "", "word");
+    cell(tr, c.found ?? "", "word");
+    cell(tr, c.input ?? "", "input");
+    cell(tr, c.cases_tried);
+    return tr;
+  }));
+  $("grading").hidden = true;
+  $("hack").hidden = false;
+}
+
 async function loadInput(target, test, index) {
   try {
     const path = `/v1/gradings/${encodeURIComponent(state.grading)}/cases/${encodeURIComponent(test)}/${index}`;
@@ -603,6 +638,7 @@ document.addEventListener("DOMContentLoaded", () => {
   $("token-form").addEventListener("submit", useToken);
   $("solve-form").addEventListener("submit", solveFiles);
   $("grade-form").addEventListener("submit", gradeArchive);
+  $("hack-button").addEventListener("click", hackArchive);
   $("submission").addEventListener("change", renderCases);
   $("wrong-only").addEventListener("change", renderCases);
   $("recent").addEventListener("change", showRecent);

@@ -1,0 +1,218 @@
+"""Judging contestants' programs (`grade --programs`), the grading's part: the programs of a
+folder, what their verdicts are keyed by, and the chunks of (program, consecutive cases of a
+test) it queues for the workers (workers/programs.py runs them)."""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from pipeline import escape
+from pipeline.config import JudgeSettings, LanguageSetting
+from pipeline.data.messages import JudgePayload
+from pipeline.data.producer import Window
+from pipeline.errors import UsageError
+from pipeline.games.problem import Problem
+from pipeline.games.reader import read_cases
+from pipeline.games.tokens import TokenReader
+from pipeline.grading import comparing
+from pipeline.grading.rules import Submission, Test
+from pipeline.judging.sandbox import Limits
+from pipeline.store.protocol import Store
+
+JUDGING = 5  # the version of how programs are judged: part of every verdict's key
+ENTRY = "main"  # a contestant's entry file is main.<extension>
+CHUNK_BYTES = 1 << 20  # of case texts in one judging chunk, about
+
+
+@dataclass(frozen=True)
+class Program:
+    """A contestant's entry file and its language."""
+
+    contestant: str
+    source: Path
+    language: str
+
+
+def find_programs(
+    folder: Path, languages: dict[str, LanguageSetting]
+) -> tuple[list[Program], list[str]]:
+    """One program per contestant folder (its main.<extension>), and notes on folders
+    skipped (none, or more than one, entry file; links and other files are never read)."""
+    by_extension = {lang.extension: name for name, lang in languages.items()}
+    if not folder.is_dir():
+        raise UsageError(f"programs folder {folder} does not exist")
+    programs, notes = [], []
+    for entry in sorted(folder.iterdir()):
+        name = escape.file_name(entry.name)
+        if entry.is_symlink() or not entry.is_dir() or entry.name.startswith("."):
+            notes.append(f"{name} is not a contestant's folder: skipped")
+            continue
+        found = [
+            p
+            for p in sorted(entry.iterdir())
+            if p.stem == ENTRY and p.suffix in by_extension and p.is_file() and not p.is_symlink()
+        ]
+        if len(found) != 1:
+            kinds = ", ".join(f"{ENTRY}{ext}" for ext in by_extension)
+            why = "no entry file" if not found else "more than one entry file"
+            notes.append(f"{name}: {why} (one of {kinds}): skipped")
+            continue
+        programs.append(Program(name, found[0], by_extension[found[0].suffix]))
+    if not programs:
+        raise UsageError(f"no contestant's program in {folder}")
+    return programs, notes
+
+
+def submissions(programs: list[Program], tests: list[Test]) -> list[Submission]:
+    """A program's run on each test is one graded file of the grading."""
+    return [
+        Submission(p.contestant, t.name, p.source, f"{p.contestant}/{t.name}")
+        for p in programs
+        for t in tests
+    ]
+
+
+@cache
+def toolchain(version: tuple[str, ...]) -> str:
+    """A compiler's version: the first line its version command prints."""
+    try:
+        done = subprocess.run(list(version), capture_output=True, timeout=30, check=False)
+        text = (done.stdout or done.stderr).decode(errors="replace").strip()
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"unavailable: {exc}"
+    return text.splitlines()[0] if text else "unknown"
+
+
+def limits_of(settings: JudgeSettings) -> Limits:
+    """Each run's limits."""
+    return Limits(
+        settings.time_limit, settings.memory_limit_mb << 20, settings.output_limit_mb << 20
+    )
+
+
+def salt(settings: JudgeSettings, program: Program, *, lazy: bool = False) -> str:
+    """What a program's verdicts depend on besides its bytes and the answers (and whether
+    its tests stop at their first failing case)."""
+    lang = settings.languages[program.language]
+    made = f"{program.language}:{lang!r}:{toolchain(lang.version)}"
+    return f"{JUDGING}:{made}:{limits_of(settings)!r}" + (":lazy" if lazy else "")
+
+
+# ---- the grading's part: chunks of (program, cases of a test)
+
+
+class Chunks:
+    """Queues the judging chunks of a grading's (program, test) pairs."""
+
+    def __init__(
+        self,
+        problem: Problem,
+        settings: JudgeSettings,
+        programs: list[Program],
+        *,
+        lazy: bool = False,
+    ) -> None:
+        self.problem, self.settings, self.lazy = problem, settings, lazy
+        self.programs = {p.source: p for p in programs}
+        self._cases: dict[Path, list[bytes]] = {}
+
+    def produce(
+        self,
+        store: Store,
+        send: Callable[[str, int], None],
+        job_id: str,
+        todo: Sequence[comparing.Output],
+        window: Window | None,
+    ) -> tuple[int, int]:
+        """Queue every chunk that has no verdicts yet; (chunks, cases). Chunks are numbered
+        in file order but queued a piece of every file at a time (each program's first chunk
+        first), so that the workers compile different programs at once."""
+        plan, count = [], 0  # (piece of its file, chunk, file, first case, end)
+        for number, output in enumerate(todo):
+            assert output.test is not None
+            texts = self.case_texts(output.test)
+            for piece, (first, end) in enumerate(_pieces(texts, self.settings.batch_cases)):
+                plan.append((piece, count, number, first, end))
+                count += 1
+        answered, sources = store.answered(job_id), _Sources(self.settings)
+        for _, index, number, first, end in sorted(plan):
+            if index in answered:
+                continue
+            payload = self._payload(todo[number], number, first, end, sources)
+            store.put_chunk(job_id, index, payload)
+            send(job_id, index)
+            if window is not None:
+                window.add(index, len(payload))
+        return count, sum(len(self.case_texts(o.test)) for o in todo if o.test is not None)
+
+    def _payload(
+        self, output: comparing.Output, number: int, first: int, end: int, sources: _Sources
+    ) -> bytes:
+        assert output.path is not None and output.test is not None
+        program = self.programs[output.path]
+        lang = self.settings.languages[program.language]
+        source, refused = sources.of(output)
+        limits = limits_of(self.settings)
+        return JudgePayload(
+            self.problem.name,
+            program.language,
+            toolchain(lang.version),
+            source,
+            (limits.cpu_seconds, limits.memory_bytes, limits.output_bytes),
+            number,
+            first + 1,
+            output.expected[first:end],
+            self.case_texts(output.test)[first:end],
+            refused,
+            self.lazy,
+        ).encode()
+
+    def case_texts(self, test: Path) -> list[bytes]:
+        """A test's cases, each as the game formats it (read once per grading)."""
+        if test not in self._cases:
+            with test.open("rb") as stream:
+                self._cases[test] = [
+                    self.problem.format_case(n.case).encode()
+                    for n in read_cases(self.problem, TokenReader(stream, str(test)))
+                ]
+        return self._cases[test]
+
+
+class _Sources:
+    """The programs' sources, each read once and checked against the digest it was listed
+    by; one over judge.max_source_kb is a refusal (no source in its chunks)."""
+
+    def __init__(self, settings: JudgeSettings) -> None:
+        self.most = settings.max_source_kb
+        self.read: dict[Path, tuple[bytes, str]] = {}
+
+    def of(self, output: comparing.Output) -> tuple[bytes, str]:
+        """The source and, if refused, why."""
+        assert output.path is not None
+        if output.path not in self.read:
+            source = output.path.read_bytes()
+            if hashlib.sha256(source).hexdigest() != output.digest:
+                raise UsageError(f"cannot read {output.path}: the file changed while it was read")
+            refused = ""
+            if len(source) > self.most << 10:
+                refused, source = f"the source is over judge.max_source_kb ({self.most})", b""
+            self.read[output.path] = (source, refused)
+        return self.read[output.path]
+
+
+def _pieces(texts: list[bytes], most: int) -> list[tuple[int, int]]:
+    """Consecutive ranges of cases: at most `most` cases and about CHUNK_BYTES each."""
+    pieces, start, size = [], 0, 0
+    for i, text in enumerate(texts):
+        if i > start and (i - start >= most or size + len(text) > CHUNK_BYTES):
+            pieces.append((start, i))
+            start, size = i, 0
+        size += len(text)
+    if start < len(texts) or not texts:
+        pieces.append((start, len(texts)))
+    return pieces

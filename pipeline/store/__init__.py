@@ -1,0 +1,4 @@
+"""Job state: the `Store` protocol and its two homes (Redis with its Lua scripts, this
+process's memory), the key schema, shards, connections (Sentinel-following ones too) and the
+HTTP service's job records. Imports games and the ground modules; knows nothing of how bytes
+are read, chunked or judged."""

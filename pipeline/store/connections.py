@@ -1,0 +1,118 @@
+"""Connections to Redis (plain, TLS, a socket or a Sentinel-named master) and the Lua
+scripts run on them."""
+
+from __future__ import annotations
+
+import os
+import socket
+from functools import cache
+from importlib import resources
+from typing import Any
+
+import redis
+from redis.backoff import ExponentialBackoff
+from redis.retry import Retry
+from redis.sentinel import Sentinel
+
+from pipeline.store.following import FollowingConnection, async_following_connection
+from pipeline.urls import SentinelUrl, is_sentinel
+
+CLIENT_NAME = "gamebatch-cli"
+# A primary the sentinels may replace can vanish without closing its connections (its host
+# gone, or frozen): a read on such a connection waits out the socket timeout before the
+# client asks the sentinels again, and a reconnect before they named another one (its
+# handshake reaches the frozen process's listen queue) waits it out once more. So theirs is
+# short: a command takes milliseconds, and a long reply is many reads.
+SENTINEL_SOCKET_TIMEOUT = 2.0
+# Celery's connections to the broker (workers.celery_app): kombu drops a BRPOP connection
+# whose reply is overdue by this interval, and a synchronous command (an ack, a publish)
+# waits at most BROKER_SOCKET_TIMEOUT on a silent broker instead of forever.
+BROKER_HEALTH_CHECK_SECONDS = 2
+BROKER_SOCKET_TIMEOUT = 5.0
+
+
+def this_process() -> str:
+    """host:pid, how leases, sweeps and manifests name the process holding them."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def connect(url: str, name: str = "gamebatch-worker") -> redis.Redis:
+    """A client for a broker URL (`redis://`, `rediss://`, `unix://`).
+
+    Commands are retried with backoff for about a minute, so that a Redis restart does not
+    end a producer, a collector or a task.
+    """
+    options: dict[str, Any] = {
+        "socket_timeout": 30,
+        "socket_connect_timeout": 5,
+        "health_check_interval": 30,
+        "retry": Retry(ExponentialBackoff(cap=2.0, base=0.05), 40),
+        "retry_on_error": [redis.ConnectionError, redis.TimeoutError],
+        "client_name": f"{name}-{os.getpid()}",
+    }
+    if is_sentinel(url):
+        options["socket_timeout"] = SENTINEL_SOCKET_TIMEOUT
+        options["health_check_interval"] = BROKER_HEALTH_CHECK_SECONDS
+        return _master(url, options)
+    return redis.Redis.from_url(url, **options)
+
+
+def connect_async(url: str, name: str) -> Any:
+    """An asyncio client for a broker URL (the HTTP service's event stream)."""
+    import redis.asyncio
+    from redis.asyncio.sentinel import Sentinel as AsyncSentinel
+
+    if not is_sentinel(url):
+        return redis.asyncio.Redis.from_url(url, client_name=name)
+    found = SentinelUrl.parse(url)
+    kwargs = {"password": found.sentinel_password} if found.sentinel_password else {}
+    sentinels = AsyncSentinel(list(found.hosts), sentinel_kwargs=kwargs)  # type: ignore[no-untyped-call, unused-ignore]
+    return sentinels.master_for(
+        found.master,
+        db=found.db,
+        username=found.username,
+        password=found.password,
+        client_name=name,
+        connection_class=async_following_connection(),
+    )
+
+
+def probe(url: str) -> None:
+    """Raise at once (no retries) when the Redis at `url` is unreachable or refuses us."""
+    quick = {"socket_timeout": 5, "socket_connect_timeout": 5, "retry": None}
+    client = _master(url, quick) if is_sentinel(url) else redis.Redis.from_url(url, **quick)
+    try:
+        client.ping()
+    finally:
+        client.close()
+
+
+def _master(url: str, options: dict[str, Any]) -> redis.Redis:
+    """A client of the Redis the sentinels name master now; after a failover its next
+    connection (a retry) goes to the new one, and a demoted one's ReadOnlyError is a
+    reconnect."""
+    found = SentinelUrl.parse(url)
+    sentinels = Sentinel(  # type: ignore[no-untyped-call, unused-ignore]
+        list(found.hosts),
+        socket_timeout=5,
+        socket_connect_timeout=5,
+        sentinel_kwargs={"password": found.sentinel_password, "socket_timeout": 5}
+        if found.sentinel_password
+        else {"socket_timeout": 5},
+    )
+    client: redis.Redis = sentinels.master_for(  # type: ignore[no-untyped-call, unused-ignore]
+        found.master,
+        redis_class=redis.Redis,
+        db=found.db,
+        username=found.username,
+        password=found.password,
+        connection_class=FollowingConnection,
+        **options,
+    )
+    return client
+
+
+@cache
+def script(name: str) -> str:
+    """A Lua script of pipeline/store/lua/ (each lists its KEYS and ARGV at its top)."""
+    return resources.files("pipeline.store").joinpath(f"lua/{name}.lua").read_text(encoding="utf-8")
