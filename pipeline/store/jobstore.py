@@ -56,6 +56,7 @@ class JobStore:
         self._abandon = client.register_script(script("abandon_production"))
         self._cancel = client.register_script(script("cancel"))
         self._judged = client.register_script(script("note_judged"))
+        self._swept = client.register_script(script("note_swept"))
 
     @classmethod
     def check_url(cls, url: str) -> None:
@@ -239,13 +240,14 @@ class JobStore:
         return list(dict.fromkeys(v.decode() for v in [*unfinished, *more]))
 
     def note_swept(self, unfinished: list[str], finished: list[str]) -> None:
-        """Keep the open set to the jobs that are not finished."""
-        with self.client.pipeline(transaction=False) as pipe:
-            if unfinished:
-                pipe.zadd(keys.OPEN_JOBS, dict.fromkeys(unfinished, time.time()), nx=True)
-            if finished:
-                pipe.zrem(keys.OPEN_JOBS, *finished)
-            pipe.execute()
+        """Keep the open set to the jobs that are not finished (one that finished since the
+        sweep looked is not added back)."""
+        if unfinished or finished:
+            states = [JobState.PRODUCING.value, JobState.RUNNING.value]
+            self._swept(
+                keys=[keys.OPEN_JOBS, *map(keys.job, unfinished)],
+                args=[time.time(), len(unfinished), *states, *unfinished, *finished],
+            )
 
     # --- chunks ---------------------------------------------------------------------------
 

@@ -59,6 +59,23 @@ def test_the_sweep_reads_the_unfinished_jobs_not_all_kept_ones(redis_server: Red
     store.close()
 
 
+def test_a_job_that_finishes_while_the_sweep_looks_is_not_kept_open(
+    redis_server: RedisServer,
+) -> None:
+    store = JobStore.from_url(redis_server.url)
+    client = redis.Redis.from_url(redis_server.url)
+    store.open_job("pathgame-a", {"problem": "pathgame"})
+    store.open_job("pathgame-b", {"problem": "pathgame"})
+    seen = store.sweep_candidates()
+    assert {"pathgame-a", "pathgame-b"} <= set(seen)
+    store.finish("pathgame-a", ttl=60)  # collected between the sweep's read and its note
+    store.note_swept(["pathgame-a", "pathgame-b"], [])
+    assert [m.decode() for m in client.zrange(keys.OPEN_JOBS, 0, -1)] == ["pathgame-b"]
+    store.note_swept([], ["pathgame-b"])
+    assert client.zcard(keys.OPEN_JOBS) == 0
+    store.close()
+
+
 def test_a_thousand_small_jobs_from_twenty_clients(
     redis_server: RedisServer, workers: Workers, tmp_path: Path
 ) -> None:
