@@ -280,29 +280,49 @@ def _child(service: Service, conn: socket.socket, request: dict[str, Any], fds: 
     """In the forked process: become the caller's command, run it, send its exit status."""
     status = 1
     try:
-        for sig in (signal.SIGTERM, signal.SIGCHLD, signal.SIGINT, signal.SIGHUP):
-            signal.signal(sig, signal.SIG_DFL)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        for sig in _STOPS:  # until the command sets its own (under load, a while after fork)
+            signal.signal(sig, _interrupted)
         _leave_service(service)
         _become_caller(request, fds)
-        finished = threading.Event()
+        status = _command(conn, request["argv"])
+        conn.sendall(warm._STATUS.pack(status))
+    finally:
+        os._exit(status & 0xFF)  # what the service's log shows
+
+
+def _command(conn: socket.socket, argv: list[str]) -> int:
+    """Run the command, taking the signals its caller passes on: its exit status."""
+    finished = threading.Event()
+    try:
         threading.Thread(target=_signals_from, args=(conn, finished), daemon=True).start()
         from pipeline import cli
 
-        try:
-            status = cli.main(request["argv"])
-        except SystemExit as exc:
-            status = exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 1
-        except BaseException:
-            traceback.print_exc()
+        return cli.main(argv)
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 1
+    except KeyboardInterrupt:  # a signal passed on before the command took its signals
+        print("gamebatch: interrupted", file=sys.stderr)
+        return 130
+    except BaseException:
+        traceback.print_exc()
+        return 1
+    finally:
         finished.set()
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        for sig in _STOPS:
             signal.signal(sig, signal.SIG_IGN)
         for stream in (sys.stdout, sys.stderr):
             with contextlib.suppress(Exception):
                 stream.flush()
-        conn.sendall(warm._STATUS.pack(status))
-    finally:
-        os._exit(status & 0xFF)  # what the service's log shows
+
+
+_STOPS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def _interrupted(signum: int, frame: object) -> None:
+    for sig in _STOPS:  # one is enough
+        signal.signal(sig, signal.SIG_IGN)
+    raise KeyboardInterrupt
 
 
 def _leave_service(service: Service) -> None:

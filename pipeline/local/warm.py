@@ -194,26 +194,42 @@ def _converse(conn: socket.socket, argv: list[str]) -> int | None:
         "streams": [_stream_options(s) for s in streams],
     }
     body = json.dumps(request).encode()
+    caught: list[int] = []  # passed on from the start: the service may fork at once
+
+    def pass_on(signum: int, _frame: object) -> None:
+        caught.append(signum)
+        _pass_on(conn, signum)
+
+    previous = {sig: signal.signal(sig, pass_on) for sig in _FORWARDED}
     try:
-        fds = array.array("i", [0, 1, 2])
-        conn.sendmsg([_STATUS.pack(len(body)), body], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])
-        reply = conn.recv(_STATUS.size)
-    except OSError:
-        return None  # the service is going away: run here
-    if len(reply) < _STATUS.size or _STATUS.unpack(reply)[0] <= 0:
-        return None  # stale (another version of the code), or closed before forking
-    previous = {sig: signal.signal(sig, lambda n, _f: _pass_on(conn, n)) for sig in _FORWARDED}
-    try:
-        status = _read_status(conn)
+        status = _forked_status(conn, body)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+    if status is False:  # nothing was forked: the signals are this process's again
+        for signum in caught:
+            signal.raise_signal(signum)
+        return None
     if status is None:
         print(
             "gamebatch: error: the command's process ended without an exit status", file=sys.stderr
         )
         return 1
     return status
+
+
+def _forked_status(conn: socket.socket, body: bytes) -> int | bool | None:
+    """Send the request; the forked command's exit status, None when it ended without one,
+    False when the service forked nothing."""
+    try:
+        fds = array.array("i", [0, 1, 2])
+        conn.sendmsg([_STATUS.pack(len(body)), body], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])
+        reply = conn.recv(_STATUS.size)
+    except OSError:
+        return False  # the service is going away: run here
+    if len(reply) < _STATUS.size or _STATUS.unpack(reply)[0] <= 0:
+        return False  # stale (another version of the code), or closed before forking
+    return _read_status(conn)
 
 
 def _pass_on(conn: socket.socket, signum: int) -> None:

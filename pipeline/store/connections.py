@@ -84,7 +84,15 @@ def probe(url: str) -> None:
     try:
         client.ping()
     finally:
-        client.close()
+        close(client)
+
+
+def close(client: redis.Redis) -> None:
+    """Close a client's connections, and those to the sentinels that named its master."""
+    client.close()
+    manager = getattr(client.connection_pool, "sentinel_manager", None)
+    for asked in getattr(manager, "sentinels", ()):
+        asked.close()
 
 
 def _master(url: str, options: dict[str, Any]) -> redis.Redis:

@@ -14,7 +14,7 @@ from redis.sentinel import MasterNotFoundError
 from pipeline.config import mask_url
 from pipeline.errors import UsageError
 from pipeline.store import keys
-from pipeline.store.connections import CLIENT_NAME, connect, probe, script, this_process
+from pipeline.store.connections import CLIENT_NAME, close, connect, probe, script, this_process
 from pipeline.store.jobstate import (
     FINISHED,
     PAYLOAD_OBJECT,
@@ -96,8 +96,8 @@ class JobStore:
                 time.sleep(pause if deadline is None else min(pause, 0.5))
 
     def close(self) -> None:
-        """Close the connections."""
-        self.client.close()
+        """Close the connections (to the sentinels too)."""
+        close(self.client)
 
     @classmethod
     def from_url(cls, url: str, *, command: bool = False) -> JobStore:

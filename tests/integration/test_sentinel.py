@@ -130,7 +130,11 @@ def test_a_job_survives_the_loss_of_its_primary(
         assert sentinels.primary.process is not None
         os.kill(sentinels.primary.process.pid, loss)
         killed = time.monotonic()
-        _wait_for_cases(url, done_at_kill + 1, timeout=120)
+        try:
+            _wait_for_cases(url, done_at_kill + 1, timeout=120)
+        except AssertionError as stalled:  # what the worker said is what tells why
+            said = (tmp_path / "worker.log").read_text(errors="replace")[-6000:]
+            raise AssertionError(f"{stalled} after the loss; the worker said:\n{said}") from None
         stall = time.monotonic() - killed
         print(f"\nfailover stall: {stall:.1f} s (down-after {DOWN_AFTER_MS} ms)")
         _, err = solve.communicate(timeout=300)

@@ -206,6 +206,32 @@ def test_signals_reach_the_command_and_a_killed_caller_stops_it(warm: Warm, tmp_
         assert warm.log().splitlines()[-1].endswith("ended, status 130")
 
 
+def test_a_signal_that_comes_as_soon_as_the_command_is_forked_interrupts_it(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """The caller passes a signal on before the forked command set its own handlers (under
+    load that takes a while): the command is interrupted all the same, with its status."""
+    small = tmp_path / "small.in"
+    small.write_text("1\n1 1\na\n")
+    assert warm.run("solve", "-q", "-p", "strgame", str(small))[0] == 0
+    service = warm.wait_until_serving()
+    children = Path(f"/proc/{service}/task/{service}/children")
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    for sig in (signal.SIGINT, signal.SIGTERM) * 3:
+        before = warm.commands_run()
+        known = set(children.read_text().split())
+        process = warm.command("solve", "-q", "-p", "strgame", str(small), "-o", str(fifo))
+        deadline = time.monotonic() + 30
+        while not set(children.read_text().split()) - known:  # forked: signal it at once
+            assert time.monotonic() < deadline and process.poll() is None
+            time.sleep(0.001)
+        process.send_signal(sig)
+        _, err = process.communicate(timeout=60)
+        assert process.returncode == 130 and err == "gamebatch: interrupted\n", (err, warm.log())
+        warm.wait_for_commands(before + 1)
+
+
 def test_the_service_stops_when_idle_or_when_another_version_asks(tmp_path: Path) -> None:
     problem = get_problem("pathgame")
     path = tmp_path / "p.in"
