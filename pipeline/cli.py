@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from pipeline.data.objects import ObjectUrl, place
 from pipeline.errors import GamebatchError, UnknownJob, UsageError
-from pipeline.exiting import LONG_RUNNING, leave
+from pipeline.exiting import LONG_RUNNING, begin, leave
 
 if TYPE_CHECKING:
     from pipeline.config import Settings
@@ -975,6 +975,7 @@ def _whole_writes_to_stdout() -> None:
 
 
 if __name__ == "__main__":  # runs here (`gamebatch`, or python -m pipeline.launch, may not)
+    begin(sys.argv[1:])
     status = main()
     if not any(arg in LONG_RUNNING for arg in sys.argv[1:]):
         leave(status)  # as `gamebatch` ends: an interrupted run once died of its SIGINT here

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 
-from pipeline.exiting import LONG_RUNNING, leave
+from pipeline.exiting import LONG_RUNNING, begin, leave
 
 
 def main() -> int:
@@ -14,6 +14,7 @@ def main() -> int:
 
     status = warm.run(sys.argv[1:])
     if status is None:
+        begin(sys.argv[1:])
         from pipeline.cli import main as run_here
 
         status = run_here()

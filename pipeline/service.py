@@ -12,6 +12,8 @@ from functools import cached_property, partial
 from pathlib import Path
 from typing import TextIO
 
+import msgspec
+
 from pipeline import escape
 from pipeline.config import LANES, Settings, default_state_dir, lane_queue, worker_settings
 from pipeline.data import collector, files, objects, producer
@@ -192,8 +194,7 @@ class FileJob:
     spooled: bool = False  # the input is only ever appended to (see producer.submit)
 
 
-@dataclass(frozen=True)
-class FileOutcome:
+class FileOutcome(msgspec.Struct, frozen=True):
     """What became of one input of a run."""
 
     item: FileJob

@@ -7,10 +7,11 @@ import json
 import os
 import threading
 import time
-from dataclasses import dataclass
 from enum import StrEnum
 from types import TracebackType
 from typing import TYPE_CHECKING
+
+import msgspec
 
 from pipeline.config import JudgeSettings
 from pipeline.data.messages import (
@@ -45,8 +46,7 @@ class Outcome(StrEnum):
     REJECTED = "rejected"  # a malformed message (see pipeline.data.messages.task_args)
 
 
-@dataclass(frozen=True)
-class Policy:
+class Policy(msgspec.Struct, frozen=True):
     """How a worker runs chunks."""
 
     holder: str = "worker"  # names the lease holder
@@ -55,6 +55,9 @@ class Policy:
     file_payloads: bool = False  # read chunks that name a place in an input file
     judge: JudgeSettings | None = None  # judge programs (grade --programs) with these
     verdict_ttl: int = 86400  # seconds a program's verdicts of cases are kept (result_ttl)
+
+
+DEFAULT_POLICY = Policy()
 
 
 class _Leases:
@@ -125,7 +128,7 @@ class Lease:
         _LEASES.drop(self._args[1], self._args[2])
 
 
-def run_chunk(store: Store, job_id: str, index: int, policy: Policy = Policy()) -> Outcome:
+def run_chunk(store: Store, job_id: str, index: int, policy: Policy = DEFAULT_POLICY) -> Outcome:
     """Solve (or compare) chunk `index` of `job_id`; safe to run any number of times."""
     attempt, raw, digest = store.begin_chunk(job_id, index, policy.holder, policy.lease_seconds)
     if raw is None:

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 from itertools import accumulate
+
+import msgspec
 
 from pipeline.games.problem import Case
 from pipeline.games.reader import Batch
 
 
-@dataclass(frozen=True)
-class Chunk:
+class Chunk(msgspec.Struct, frozen=True):
     """Consecutive cases sent to one worker as one task."""
 
     index: int

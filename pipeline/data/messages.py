@@ -6,9 +6,9 @@ import json
 import os
 import re
 import string
-from dataclasses import dataclass
 from typing import Any
 
+import msgspec
 import zstandard
 from blake3 import blake3
 
@@ -82,8 +82,7 @@ def _cut(value: object) -> str:
     return text if len(text) <= 60 else text[:60] + "..."
 
 
-@dataclass(frozen=True)
-class ChunkPayload:
+class ChunkPayload(msgspec.Struct, frozen=True):
     """The cases of one chunk, with the game's name and the number of the first case."""
 
     problem: str
@@ -104,8 +103,7 @@ class ChunkPayload:
         return payload
 
 
-@dataclass(frozen=True)
-class SlicePayload:
+class SlicePayload(msgspec.Struct, frozen=True):
     """`count` cases as the bytes of the input they were read from (checked by the producer,
     and again by the worker's C kernel), after a one-line JSON header."""
 
@@ -141,8 +139,7 @@ def packed(payload: bytes) -> bytes:
 _HEADER_MAX = 4096  # a slice payload's header line is shorter than this
 
 
-@dataclass(frozen=True)
-class StoredPayload:
+class StoredPayload(msgspec.Struct, frozen=True):
     """A chunk's payload kept in the payload store (the bytes it would carry through Redis):
     the object `url`, of `size` bytes and `digest` (see digest_of), which the worker reads and
     decodes as the payload itself."""
@@ -194,8 +191,7 @@ def _stored(data: bytes) -> StoredPayload | None:
     return StoredPayload(url, size, digest)
 
 
-@dataclass(frozen=True)
-class FilePayload:
+class FilePayload(msgspec.Struct, frozen=True):
     """`count` cases as `length` bytes at `offset` of the input `path` (a file that workers
     see, or an object store's URL), for workers that read it; `digest` (see digest_of) of the
     bytes the producer cut them from: a worker solves them only if it reads those very
@@ -261,8 +257,7 @@ class FilePayload:
             raise BadPayload(str(exc)) from None
 
 
-@dataclass(frozen=True)
-class Segment:
+class Segment(msgspec.Struct, frozen=True):
     """Consecutive cases of one output file in a comparison chunk."""
 
     file: int  # the file's place in its grading job
@@ -274,8 +269,7 @@ class Segment:
     data: bytes | None = None  # instead of lines and extra: the whole file, for the worker
 
 
-@dataclass(frozen=True)
-class ComparePayload:
+class ComparePayload(msgspec.Struct, frozen=True):
     """Segments of output files to compare with their answers, case by case."""
 
     problem: str
@@ -301,8 +295,7 @@ class ComparePayload:
         return json.dumps(doc, separators=(",", ":")).encode()
 
 
-@dataclass(frozen=True)
-class JudgePayload:
+class JudgePayload(msgspec.Struct, frozen=True):
     """A contestant's program and consecutive cases of one test to run it on: the worker
     compiles it (once per machine) and judges each case (pipeline.judging.cases)."""
 

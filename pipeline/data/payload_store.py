@@ -10,9 +10,10 @@ import secrets
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, TypeVar
+
+import msgspec
 
 from pipeline.config import Settings
 from pipeline.data.files import is_regular
@@ -25,8 +26,7 @@ from pipeline.urls import is_remote
 STORE_SWEEP_SECONDS = 3600  # the payload store is swept for forgotten copies this often
 
 
-@dataclass(frozen=True)
-class PayloadFolder:
+class PayloadFolder(msgspec.Struct, frozen=True):
     """A job's folder in the payload store (an object URL ending with /): it holds the `copy`
     of the input file whose ranges the chunks name, if one was made, and the payloads of the
     chunks that carry bytes."""

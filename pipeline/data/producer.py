@@ -12,9 +12,10 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Protocol
+
+import msgspec
 
 from pipeline.config import Settings
 from pipeline.data import objects
@@ -44,8 +45,7 @@ Send = Callable[[str, int], object]  # queue a task for (job id, chunk index); r
 Opener = Callable[[], AbstractContextManager[BinaryIO]]  # a new binary stream of an input
 
 
-@dataclass(frozen=True)
-class Submitted:
+class Submitted(msgspec.Struct, frozen=True):
     """A job whose every chunk is queued or already answered."""
 
     job_id: str
@@ -150,8 +150,7 @@ def submit(
     return Submitted(job_id, path, run.total, run.chunks, run.queued, keep_going)
 
 
-@dataclass(frozen=True)
-class _Piece:
+class _Piece(msgspec.Struct, frozen=True):
     """A chunk as its place in the input file, and the digest of its bytes there."""
 
     index: int
@@ -167,8 +166,7 @@ class _Piece:
         return f"{self.digest}:{self.first}:{self.count}:{self.length}"
 
 
-@dataclass(frozen=True)
-class _Plan:
+class _Plan(msgspec.Struct, frozen=True):
     """A regular file read once, for workers that read it themselves: its SHA-256, and its
     chunks as places in it, as cut with `cut` (None when the C scanner deferred)."""
 
@@ -268,8 +266,7 @@ def _plan(
         raise UsageError(f"cannot read {path}: {exc.strerror}") from None
 
 
-@dataclass(frozen=True)
-class _Input:
+class _Input(msgspec.Struct, frozen=True):
     """An input as `submit` was given it."""
 
     path: Path | ObjectUrl

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+
+import msgspec
 
 from pipeline.games.problem import Scanner
 from pipeline.games.reader import MAX_CASES
@@ -28,8 +29,7 @@ class Deferred(Exception):
     """The scanner met what only the Python reader may judge."""
 
 
-@dataclass(frozen=True)
-class SliceChunk:
+class SliceChunk(msgspec.Struct, frozen=True):
     """Consecutive cases as the bytes of the input that hold them."""
 
     index: int
@@ -39,8 +39,7 @@ class SliceChunk:
     offset: int  # where `data` starts in the input
 
 
-@dataclass(frozen=True)
-class Limits:
+class Limits(msgspec.Struct, frozen=True):
     """How chunks are cut, and what the reader refuses."""
 
     target_work: int

@@ -4,8 +4,9 @@ reads many at once), then nothing but whitespace."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import Any, NamedTuple
+
+import msgspec
 
 from pipeline.errors import InputError
 from pipeline.games.problem import Case, Problem, batch_reader
@@ -22,8 +23,7 @@ class NumberedCase(NamedTuple):
     case: Case
 
 
-@dataclass(frozen=True)
-class Batch:
+class Batch(msgspec.Struct, frozen=True):
     """Consecutive cases read together; case i starts at token `pos + i * per` of `block`."""
 
     first: int  # number of the first case

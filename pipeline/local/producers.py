@@ -6,9 +6,10 @@ import os
 import signal
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+import msgspec
 
 from pipeline.children import tie_to_parent
 from pipeline.config import Settings
@@ -44,8 +45,7 @@ def _size(path: Path) -> int:
         return 0  # the producer reports it
 
 
-@dataclass(frozen=True)
-class FileTask:
+class FileTask(msgspec.Struct, frozen=True):
     """What a producer process needs to queue one file."""
 
     settings: Settings  # with broker_url set

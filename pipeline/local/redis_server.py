@@ -98,7 +98,8 @@ class RedisServer(AbstractContextManager["RedisServer"]):
             # Redis ends cleanly and quickly on SIGTERM (its append-only file stays whole)
             preexec_fn=before_exec(signal.SIGTERM) if self.tie_to_parent else None,  # noqa: PLW1509
         )
-        with redis.Redis.from_url(self.url, socket_timeout=1) as client:
+        once = Retry(NoBackoff(), 0)  # each try is one: they are 1 ms apart (see below)
+        with redis.Redis.from_url(self.url, socket_timeout=1, retry=once) as client:
             self._wait_until_it_answers(client)
         return self
 
@@ -117,7 +118,7 @@ class RedisServer(AbstractContextManager["RedisServer"]):
                     raise GamebatchError(
                         f"the embedded Redis did not start (see {self.workdir / 'redis.log'})"
                     ) from None
-                time.sleep(0.005)
+                time.sleep(0.001)  # it listens about 2.5 ms after its start, here
 
     def stop(self) -> None:
         """Stop the server: SHUTDOWN (its append-only file flushed), else SIGTERM (which Redis

@@ -4,9 +4,10 @@ store answers when a chunk begins or is queued (no I/O here)."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from enum import IntEnum, StrEnum
 from typing import Any, NamedTuple
+
+import msgspec
 
 _JOB_ID = re.compile(r"[A-Za-z0-9_.]+(-[A-Za-z0-9_.]+)*-[0-9a-f]{24}(-keep-going)?")
 
@@ -51,8 +52,7 @@ class Judging(NamedTuple):
         return cls(*(int(m.get(name, 0)) for name in names))
 
 
-@dataclass(frozen=True)
-class JobCounters:
+class JobCounters(msgspec.Struct, frozen=True):
     """A job's counters as read in one round trip."""
 
     job_id: str

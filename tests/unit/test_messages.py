@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from types import SimpleNamespace
 
+import msgspec
 import pytest
 
 import pipeline.games.registry as registry_module
@@ -163,4 +163,4 @@ def test_a_judging_chunk_says_whether_it_stops_at_its_first_failure(lazy: bool) 
     assert decode_payload(sent.encode()) == sent
     older = json.loads(sent.encode())
     del older["lazy"]  # a chunk queued before the flag existed judges every case
-    assert decode_payload(json.dumps(older).encode()) == dataclasses.replace(sent, lazy=False)
+    assert decode_payload(json.dumps(older).encode()) == msgspec.structs.replace(sent, lazy=False)
