@@ -142,6 +142,9 @@ def _start(args: list[str], tmp_path: Path, **env: str) -> subprocess.Popen[byte
                 TMPDIR=str(tmp_path / "tmp"),
                 GAMEBATCH_CHUNK__MAX_CASES="1",
                 GAMEBATCH_CHUNK__ALONE_BYTES="0",  # workers start: they are what is left
+                # answers kept from an earlier test of this process would leave nothing to
+                # start workers for (a second `grade` of the same tests takes 0.5 s)
+                GAMEBATCH_STATE_DIR=str(tmp_path / "state"),
                 **env,
             ),
         )
