@@ -230,6 +230,28 @@ def test_collect_times_out_without_workers_and_writes_nothing(
     assert not out.exists() and list(tmp_path.glob(".never.out*")) == []
 
 
+def test_status_pings_workers_only_when_one_said_it_lives(
+    redis_server: RedisServer, workers: Workers
+) -> None:
+    """Celery's ping always waits its whole second: with no worker seen, none is sent."""
+    client = redis.Redis.from_url(redis_server.url)
+    broker = ["--broker", redis_server.url]
+    client.config_resetstat()
+    listed = gamebatch("status", "--json", *broker)
+    assert listed.returncode == 0 and json.loads(listed.stdout)["workers"] == [], listed.stderr
+    assert "cmdstat_publish" not in client.info("commandstats")  # no ping was broadcast
+    workers.start()
+    store = JobStore.from_url(redis_server.url)
+    deadline = time.monotonic() + 30
+    while not store.capacity(60):  # it says so as soon as it is ready
+        assert time.monotonic() < deadline, "the worker never said it lives"
+        time.sleep(0.05)
+    store.close()
+    listed = gamebatch("status", "--json", *broker)
+    assert len(json.loads(listed.stdout)["workers"]) == 1, listed.stdout
+    client.close()
+
+
 def test_a_solve_on_a_broker_without_workers_says_so_and_goes_on_when_one_comes(
     tmp_path: Path, redis_server: RedisServer, workers: Workers
 ) -> None:
