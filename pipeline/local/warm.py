@@ -194,15 +194,17 @@ def _converse(conn: socket.socket, argv: list[str]) -> int | None:
         "streams": [_stream_options(s) for s in streams],
     }
     body = json.dumps(request).encode()
-    caught: list[int] = []  # passed on from the start: the service may fork at once
+    caught: list[int] = []  # taken from the start: the service may fork at once
+    sent: list[bool] = []  # once the request is whole, a signal follows it at once
 
     def pass_on(signum: int, _frame: object) -> None:
         caught.append(signum)
-        _pass_on(conn, signum)
+        if sent:
+            _pass_on(conn, signum)
 
     previous = {sig: signal.signal(sig, pass_on) for sig in _FORWARDED}
     try:
-        status = _forked_status(conn, body)
+        status = _forked_status(conn, body, sent, caught)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
@@ -218,12 +220,18 @@ def _converse(conn: socket.socket, argv: list[str]) -> int | None:
     return status
 
 
-def _forked_status(conn: socket.socket, body: bytes) -> int | bool | None:
-    """Send the request; the forked command's exit status, None when it ended without one,
-    False when the service forked nothing."""
+def _forked_status(
+    conn: socket.socket, body: bytes, sent: list[bool], caught: list[int]
+) -> int | bool | None:
+    """Send the request, then the signals caught meanwhile (one may go twice: the command
+    takes only the first); the forked command's exit status, None when it ended without
+    one, False when the service forked nothing."""
     try:
         fds = array.array("i", [0, 1, 2])
         conn.sendmsg([_STATUS.pack(len(body)), body], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])
+        sent.append(True)
+        for signum in list(caught):
+            _pass_on(conn, signum)
         reply = conn.recv(_STATUS.size)
     except OSError:
         return False  # the service is going away: run here

@@ -154,18 +154,23 @@ def test_pool_child_killed_mid_job(
     solve = start_solve(
         str(path), "-o", str(tmp_path / "out"), "--broker", redis_server.url, env=slow_recovery
     )
-    wait_for_progress(redis_server.url, 0.2, CASES)
-    (celery,) = _children(worker.pid)  # gamebatch worker -> celery worker -> pool processes
-    pool = _children(celery)
-    client = redis.Redis.from_url(redis_server.url)
-    deadline = time.monotonic() + 10
-    while not (holders := _lease_holders(client) & set(pool)):
-        assert time.monotonic() < deadline, "no pool process holds a chunk"
-        time.sleep(0.01)
-    victim = holders.pop()
-    os.kill(victim, signal.SIGKILL)
-    client.close()
-    finish(solve, timeout=60)  # well before any lease could expire
+    try:
+        wait_for_progress(redis_server.url, 0.2, CASES)
+        (celery,) = _children(worker.pid)  # gamebatch worker -> celery worker -> pool processes
+        pool = _children(celery)
+        client = redis.Redis.from_url(redis_server.url)
+        deadline = time.monotonic() + 10
+        while not (holders := _lease_holders(client) & set(pool)):
+            assert time.monotonic() < deadline, "no pool process holds a chunk"
+            time.sleep(0.001)  # a one-case chunk's lease lives about a millisecond
+        victim = holders.pop()
+        os.kill(victim, signal.SIGKILL)
+        client.close()
+        finish(solve, timeout=60)  # well before any lease could expire
+    finally:
+        if solve.poll() is None:
+            solve.kill()
+            solve.communicate()
     assert (tmp_path / "out").read_text() == expected
 
 
@@ -175,8 +180,10 @@ def _children(pid: int) -> list[int]:
 
 
 def _lease_holders(client: redis.Redis) -> set[int]:
-    """Pids of the processes holding a chunk lease right now."""
-    holders = [client.get(key) for key in client.scan_iter(match="gb:job:*:lease:*")]
+    """Pids of the processes holding a chunk lease right now (KEYS: one snapshot, where a
+    SCAN of ten keys a round trip passes most leases by while they live)."""
+    leases = client.keys("gb:job:*:lease:*")
+    holders = client.mget(leases) if leases else []
     return {int(h.decode().rpartition(":")[2]) for h in holders if h}
 
 
