@@ -518,17 +518,18 @@ def errors_file(output: Place) -> Place:
 
 
 def workers_alive(c: Cluster) -> list[str]:
-    """Names of the workers that answer a ping, on every shard. None is asked when none said
-    it lives in the last lease (each does every third of one): nothing would answer, and
-    Celery's ping always waits its whole second."""
-    if not c.store.capacity(c.settings.lease_seconds):
+    """Names of the workers that answer a ping, on every shard. The ping ends once as many
+    answered as said they live in the last lease (each says so every third of one), else
+    after a second; none is sent when none said so."""
+    seen = c.store.workers_seen(c.settings.lease_seconds)
+    if not seen:
         return []
     from workers.celery_app import create_app
 
     found = []
-    for url in c.settings.shard_urls:
+    for url in c.settings.shard_urls:  # a host runs a worker on each shard
         app = create_app(c.settings.replaced(broker_url=url))
-        found += [name for reply in app.control.ping(timeout=1.0) for name in reply]
+        found += [name for reply in app.control.ping(timeout=1.0, limit=seen) for name in reply]
     return sorted(found)
 
 

@@ -440,6 +440,11 @@ class JobStore:
         listed = self.client.zrangebyscore(keys.CAPACITY, self.now() - fresh, "+inf")
         return sum(int(member.rsplit(b":", 1)[1]) for member in listed)
 
+    def workers_seen(self, fresh: float) -> int:
+        """How many workers said they live in the last `fresh` seconds."""
+        listed = self.client.zrangebyscore(keys.CAPACITY, self.now() - fresh, "+inf")
+        return len({member.rsplit(b":", 1)[0] for member in listed})
+
     def now(self) -> float:
         """The Redis clock, which job timestamps use."""
         seconds, micros = self.client.time()

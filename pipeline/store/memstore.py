@@ -389,6 +389,10 @@ class MemoryStore:
         """Pool processes of the workers that said they live in the last `fresh` seconds."""
         return sum(n for n, when in self._capacity.values() if when >= self.clock() - fresh)
 
+    def workers_seen(self, fresh: float) -> int:
+        """How many workers said they live in the last `fresh` seconds."""
+        return sum(when >= self.clock() - fresh for _, when in self._capacity.values())
+
     def now(self) -> float:
         """The store's clock."""
         return self.clock()

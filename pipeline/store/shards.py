@@ -193,6 +193,10 @@ class ShardedStore:
         worker per shard on each host, so every shard has as many as the home."""
         return int(self.home.capacity(fresh))
 
+    def workers_seen(self, fresh: float) -> int:
+        """The home shard's workers (each of them has one on every shard)."""
+        return int(self.home.workers_seen(fresh))
+
     def now(self) -> float:
         """The home shard's clock."""
         return float(self.home.now())

@@ -244,16 +244,17 @@ def test_a_production_end_that_a_failover_lost_reads_as_a_lost_job(
 
 def test_workers_say_they_live_and_are_forgotten_when_silent(store: tuple[Store, Advance]) -> None:
     s, advance = store
-    assert s.capacity(3) == 0
+    assert s.capacity(3) == 0 and s.workers_seen(3) == 0
     s.note_capacity("w1@a", 4, keep=2)
     s.note_capacity("w2@b", 2, keep=2)
-    assert s.capacity(3) == 6
+    assert s.capacity(3) == 6 and s.workers_seen(3) == 2
     advance(1.2)
     s.note_capacity("w1@a", 4, keep=2)  # w1 again: counted once
     assert s.capacity(1) == 4 and s.capacity(3) == 6
+    assert s.workers_seen(1) == 1 and s.workers_seen(3) == 2
     advance(1.2)
     s.note_capacity("w1@a", 4, keep=2)  # w2 silent for 2.4 s: gone
-    assert s.capacity(60) == 4
+    assert s.capacity(60) == 4 and s.workers_seen(60) == 1
 
 
 def test_a_later_run_names_its_payload_folder_too(store: tuple[Store, Advance]) -> None:
