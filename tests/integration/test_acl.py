@@ -38,12 +38,15 @@ class AclRedis:
         acl = root / "users.acl"
         acl.write_text(text)
         self.server = RedisServer(root / "redis", password=self.passwords["admin"], acl_file=acl)
+        self.clients: list[redis.Redis] = []  # closed with the server
 
     def url(self, role: str) -> str:
         return f"redis://{role}:{self.passwords[role]}@127.0.0.1:{self.server.port}/0"
 
     def client(self, role: str) -> redis.Redis:
-        return redis.Redis.from_url(self.url(role))
+        made = redis.Redis.from_url(self.url(role))
+        self.clients.append(made)
+        return made
 
 
 @pytest.fixture
@@ -51,6 +54,8 @@ def acl_redis(tmp_path: Path) -> Iterator[AclRedis]:
     made = AclRedis(tmp_path)
     with made.server:
         yield made
+        for client in made.clients:
+            client.close()
 
 
 def _gamebatch(url: str, *args: str) -> subprocess.CompletedProcess[str]:
