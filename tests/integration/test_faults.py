@@ -249,6 +249,7 @@ def test_a_killed_producer_process_ends_solve_with_one_line(
     victim, other = (
         int((store.manifest(job) or {})["producer"].rpartition(":")[2]) for job in store.jobs()
     )
+    store.close()
     os.kill(victim, signal.SIGKILL)
     _, stderr = solve.communicate(timeout=30)
     assert solve.returncode == 1
