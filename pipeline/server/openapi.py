@@ -73,6 +73,11 @@ _UPLOADED = {
 }
 
 
+def _path(name: str, schema: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A path parameter (a string unless `schema` says otherwise)."""
+    return {"name": name, "in": "path", "required": True, "schema": schema or {"type": "string"}}
+
+
 def _read(summary: str, responses: dict[str, Any], **extra: Any) -> dict[str, Any]:
     return {"summary": summary, "responses": {"401": _ERROR, "403": _ERROR, **responses}, **extra}
 
@@ -187,9 +192,7 @@ DOCUMENT: dict[str, Any] = {
             "get": _read(
                 "A batch and its callback's delivery state",
                 {"200": {"description": "the batch"}, "404": _ERROR},
-                parameters=[
-                    {"name": "batch", "in": "path", "required": True, "schema": {"type": "string"}}
-                ],
+                parameters=[_path("batch")],
             ),
         },
         "/v1/events": {
@@ -261,9 +264,7 @@ DOCUMENT: dict[str, Any] = {
             ),
         },
         "/v1/gradings/{grading}": {
-            "parameters": [
-                {"name": "grading", "in": "path", "required": True, "schema": {"type": "string"}}
-            ],
+            "parameters": [_path("grading")],
             "get": _read(
                 "A grading: state, then summary and links to its reports",
                 {"200": {"description": "the grading"}, "404": _ERROR},
@@ -275,15 +276,11 @@ DOCUMENT: dict[str, Any] = {
         },
         "/v1/gradings/{grading}/{report}": {
             "parameters": [
-                {"name": "grading", "in": "path", "required": True, "schema": {"type": "string"}},
-                {
-                    "name": "report",
-                    "in": "path",
-                    "required": True,
-                    "schema": {
-                        "enum": ["report.json", "junit", "scoreboard.csv", "scoreboard.json"]
-                    },
-                },
+                _path("grading"),
+                _path(
+                    "report",
+                    {"enum": ["report.json", "junit", "scoreboard.csv", "scoreboard.json"]},
+                ),
             ],
             "get": _read(
                 "A report of a done grading (Range)",
@@ -327,9 +324,7 @@ DOCUMENT: dict[str, Any] = {
             ),
         },
         "/v1/hacks/{hack}": {
-            "parameters": [
-                {"name": "hack", "in": "path", "required": True, "schema": {"type": "string"}}
-            ],
+            "parameters": [_path("hack")],
             "get": _read(
                 "A hack search: state, then how many were hacked and links to its reports",
                 {"200": {"description": "the search"}, "404": _ERROR},
@@ -341,13 +336,8 @@ DOCUMENT: dict[str, Any] = {
         },
         "/v1/hacks/{hack}/{report}": {
             "parameters": [
-                {"name": "hack", "in": "path", "required": True, "schema": {"type": "string"}},
-                {
-                    "name": "report",
-                    "in": "path",
-                    "required": True,
-                    "schema": {"enum": ["report.json", "hacks.in", "hacks.ans"]},
-                },
+                _path("hack"),
+                _path("report", {"enum": ["report.json", "hacks.in", "hacks.ans"]}),
             ],
             "get": _read(
                 "The JSON report of a done search, or its counterexamples as one test",
@@ -358,10 +348,7 @@ DOCUMENT: dict[str, Any] = {
             "get": _read(
                 "The input of one case of a test, shortened",
                 {"200": {"description": "{test, case, input}"}, "404": _ERROR},
-                parameters=[
-                    {"name": n, "in": "path", "required": True, "schema": {"type": "string"}}
-                    for n in ("grading", "test", "number")
-                ],
+                parameters=[_path(n) for n in ("grading", "test", "number")],
             ),
         },
         "/healthz": {
