@@ -127,7 +127,6 @@ class Service:
                     _child(self, conn, request, fds)  # never returns
                 self.children.add(pid)
                 self.last = time.monotonic()
-                conn.sendall(warm._STATUS.pack(pid))
             finally:
                 for fd in fds:
                     os.close(fd)
@@ -280,6 +279,9 @@ def _child(service: Service, conn: socket.socket, request: dict[str, Any], fds: 
     """In the forked process: become the caller's command, run it, send its exit status."""
     status = 1
     try:
+        # The child, not the service, says it was forked: only one process writes to the
+        # caller, so the exit status can never come before this (a fast command, a slow service).
+        conn.sendall(warm._STATUS.pack(os.getpid()))
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         for sig in _STOPS:  # until the command sets its own (under load, a while after fork)
             signal.signal(sig, _interrupted)
