@@ -71,9 +71,11 @@ class Sentinels:
 
     def _wait_until_they_see_each_other(self) -> None:
         deadline = time.monotonic() + 60
-        for port in self.ports:
+        for n, (port, process) in enumerate(zip(self.ports, self.processes, strict=True)):
             client = self.sentinel(port)
             while True:
+                log = self.root / f"sentinel-{n}" / "sentinel.log"
+                assert process.poll() is None, f"sentinel {port} exited: {log.read_text()[-2000:]}"
                 try:
                     replicas = client.execute_command("SENTINEL", "REPLICAS", MASTER)
                     others = client.execute_command("SENTINEL", "SENTINELS", MASTER)

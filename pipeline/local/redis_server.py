@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import secrets
 import shutil
 import signal
@@ -39,10 +40,28 @@ def redis_server_binary() -> str:
 
 
 def free_port() -> int:
-    """A TCP port on loopback that nothing listens on right now."""
-    with socket.socket() as sock:
+    """A TCP port on loopback that nothing uses right now, below the ephemeral range: a port
+    the kernel hands out (bind to 0) may become some outgoing connection's own end before
+    the server binds it, and then the server cannot start."""
+    low = _ephemeral_start()
+    for _ in range(100):
+        port = random.randrange(max(1024, low - 16384), low)
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    with socket.socket() as sock:  # a crowded range: the kernel's pick
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def _ephemeral_start() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768  # Linux's default
 
 
 class RedisServer(AbstractContextManager["RedisServer"]):
@@ -65,6 +84,7 @@ class RedisServer(AbstractContextManager["RedisServer"]):
         self.acl_file = acl_file
         self.extra = extra  # more redis.conf lines (a replica's `replicaof`, say)
         self.port = port or free_port()
+        self.chosen_port = not port  # then a port taken meanwhile is another try on another
         self.password = password or secrets.token_urlsafe(24)
         self.appendonly = appendonly
         self.tie_to_parent = tie_to_parent
@@ -80,6 +100,17 @@ class RedisServer(AbstractContextManager["RedisServer"]):
         """Start the server and wait until it answers."""
         self.workdir.mkdir(parents=True, exist_ok=True)
         _wait_for_previous(self.workdir / "redis.pid")
+        for _ in range(3 if self.chosen_port else 1):
+            if self._started():
+                return self
+            if self.process is not None:  # alive, but silent for _START_TIMEOUT
+                break
+            self.port = free_port()  # another process took it between the choice and the bind
+        self.stop()
+        raise GamebatchError(f"the embedded Redis did not start (see {self.workdir / 'redis.log'})")
+
+    def _started(self) -> bool:
+        """Whether the server started on self.port answers (False: it exited at once)."""
         conf = self.workdir / "redis.conf"
         auth = f"include {self.acl_file}" if self.acl_file else f"requirepass {self.password}"
         conf.write_text(  # the password stays out of the process list
@@ -100,24 +131,23 @@ class RedisServer(AbstractContextManager["RedisServer"]):
         )
         once = Retry(NoBackoff(), 0)  # each try is one: they are 1 ms apart (see below)
         with redis.Redis.from_url(self.url, socket_timeout=1, retry=once) as client:
-            self._wait_until_it_answers(client)
-        return self
+            return self._answers(client)
 
-    def _wait_until_it_answers(self, client: redis.Redis) -> None:
+    def _answers(self, client: redis.Redis) -> bool:
         assert self.process is not None
         deadline = time.monotonic() + _START_TIMEOUT
         while True:
             try:
                 client.ping()
-                return
+                return True
             except redis.BusyLoadingError:
                 time.sleep(0.05)  # replaying a large append-only file
             except redis.RedisError:
-                if self.process.poll() is not None or time.monotonic() > deadline:
-                    self.stop()
-                    raise GamebatchError(
-                        f"the embedded Redis did not start (see {self.workdir / 'redis.log'})"
-                    ) from None
+                if self.process.poll() is not None:
+                    self.process = None
+                    return False
+                if time.monotonic() > deadline:
+                    return False
                 time.sleep(0.001)  # it listens about 2.5 ms after its start, here
 
     def stop(self) -> None:

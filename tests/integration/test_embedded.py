@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import stat
 import subprocess
 import sys
@@ -13,8 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.errors import GamebatchError
 from pipeline.games.registry import get_problem
 from pipeline.local.cluster import EmbeddedCluster, StateDir
+from pipeline.local.redis_server import RedisServer, free_port
 from tests.helpers import answers, command_env, input_text, random_cases
 
 
@@ -35,6 +38,24 @@ def test_the_owner_waits_for_every_other_user_before_stopping(tmp_path: Path) ->
     owner.unlock()
     assert other.try_lock(), "the folder could not be owned again"
     other.unlock()
+
+
+def test_a_port_taken_between_its_choice_and_the_start_is_replaced(tmp_path: Path) -> None:
+    """Another process binds the chosen port first: the embedded Redis starts on another;
+    a port the caller named is not replaced, it is a one-line error."""
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    assert all(free_port() < low for _ in range(20))  # never a connection's own end
+    server = RedisServer(tmp_path / "chosen")
+    taken = server.port
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", taken))
+        squatter.listen()
+        with server:
+            assert server.port != taken and server.process is not None
+        named = RedisServer(tmp_path / "named", port=taken)
+        with pytest.raises(GamebatchError, match="did not start"):
+            named.start()
+        assert named.process is None
 
 
 def test_password_and_config_files_are_private(tmp_path: Path) -> None:
