@@ -68,3 +68,13 @@ class FakeClock:
 
     def advance(self, seconds: float) -> None:
         self.now += seconds
+
+
+# What a command says while it waits for workers (pipeline.jobs.worker_watch): a test that
+# queues before it starts any may see it on a busy machine, after 5 s
+_WORKER_WAIT = ("gamebatch: warning: no worker has been seen", "gamebatch: warning: a worker is")
+
+
+def said(stderr: str) -> list[str]:
+    """A command's standard error as lines, less its notes on waiting for workers."""
+    return [line for line in stderr.strip().splitlines() if not line.startswith(_WORKER_WAIT)]

@@ -18,7 +18,7 @@ from pipeline.local.redis_server import RedisServer
 from pipeline.store.jobstate import JobState
 from pipeline.store.jobstore import JobStore
 from tests.conftest import Workers, run_reference
-from tests.helpers import answers, command_env, input_text, random_cases
+from tests.helpers import answers, command_env, input_text, random_cases, said
 from tests.unit.test_input_errors import CORPUS
 
 pytestmark = pytest.mark.integration
@@ -255,7 +255,7 @@ def test_a_killed_producer_process_ends_solve_with_one_line(
     assert solve.returncode == 1
     with pytest.raises(ProcessLookupError):
         os.kill(other, 0)  # the other producer was stopped too, not left reading
-    assert stderr.strip().splitlines() == [
+    assert said(stderr) == [
         "gamebatch: error: a producer process died (killed, or out of memory); run the command"
         " again: what was queued is kept"
     ]

@@ -23,7 +23,7 @@ from pipeline.store import keys
 from pipeline.store.jobstate import JobState
 from pipeline.store.jobstore import JobStore
 from tests.conftest import Workers
-from tests.helpers import answers, command_env, input_text, random_cases
+from tests.helpers import answers, command_env, input_text, random_cases, said
 from workers.runner import Outcome, run_chunk
 
 pytestmark = pytest.mark.integration
@@ -148,7 +148,7 @@ def test_several_producers_read_files_at_once(
     finally:
         solve.kill()
     assert solve.returncode == 2
-    assert stderr.strip().splitlines() == [
+    assert said(stderr) == [
         f"gamebatch: error: {bad}:5: case 2: string 1 of 1 has 'B' at position 1:"
         " only lowercase letters a-z are allowed"
     ]
