@@ -111,6 +111,16 @@ class Sentinels:
         self.replica.stop()
         self.primary.stop()
 
+    def failover_log(self) -> str:
+        """What each sentinel logged of the primary's loss and its replacement."""
+        marks = ("sdown", "odown", "failover", "elected", "promoted", "switch-master", "vote")
+        found = []
+        for n in range(len(self.ports)):
+            log = self.root / f"sentinel-{n}" / "sentinel.log"
+            lines = log.read_text(errors="replace").splitlines() if log.exists() else []
+            found += [f"sentinel {n}: {line}" for line in lines if any(m in line for m in marks)]
+        return "\n".join(found[-60:])
+
     def settings_url(self) -> str:
         """The broker URL with the sentinel settings in it (what every process uses)."""
         url = load_settings(

@@ -132,9 +132,11 @@ def test_a_job_survives_the_loss_of_its_primary(
         killed = time.monotonic()
         try:
             _wait_for_cases(url, done_at_kill + 1, timeout=120)
-        except AssertionError as stalled:  # what the worker said is what tells why
+        except AssertionError as stalled:  # what the worker and the sentinels said tell why
             said = (tmp_path / "worker.log").read_text(errors="replace")[-6000:]
-            raise AssertionError(f"{stalled} after the loss; the worker said:\n{said}") from None
+            raise AssertionError(
+                f"{stalled} after the loss; the worker said:\n{said}\n{sentinels.failover_log()}"
+            ) from None
         stall = time.monotonic() - killed
         print(f"\nfailover stall: {stall:.1f} s (down-after {DOWN_AFTER_MS} ms)")
         _, err = solve.communicate(timeout=300)
@@ -167,19 +169,21 @@ def _wait_for_cases(url: str, cases: int, timeout: float = 60) -> int:
     the sentinels name."""
     store = JobStore.from_url(url)
     deadline = time.monotonic() + timeout
+    seen: object = "nothing"  # the last answer or error, for the message
     try:
         while time.monotonic() < deadline:
             try:
                 jobs = store.jobs()
                 progress = store.progress(jobs[0]) if jobs else None
+                seen = f"{progress} at {time.strftime('%H:%M:%S')}"
                 if progress and progress.done >= cases:
                     return progress.done
-            except redis.RedisError:
-                pass
+            except redis.RedisError as error:
+                seen = f"{error!r} at {time.strftime('%H:%M:%S')}"
             time.sleep(0.05)
     finally:
         store.close()
-    raise AssertionError(f"fewer than {cases} cases answered")
+    raise AssertionError(f"fewer than {cases} cases answered (the last look: {seen})")
 
 
 def test_a_command_started_during_a_failover_waits_for_the_new_primary(
