@@ -139,7 +139,14 @@ def test_a_job_survives_the_loss_of_its_primary(
             ) from None
         stall = time.monotonic() - killed
         print(f"\nfailover stall: {stall:.1f} s (down-after {DOWN_AFTER_MS} ms)")
-        _, err = solve.communicate(timeout=300)
+        try:
+            _, err = solve.communicate(timeout=300)
+        except subprocess.TimeoutExpired:  # the state of the job tells why
+            said = (tmp_path / "worker.log").read_text(errors="replace")[-6000:]
+            raise AssertionError(
+                f"the solve has not ended {time.monotonic() - killed:.0f} s after the loss;"
+                f" {_job_state(url)}; the worker said:\n{said}\n{sentinels.failover_log()}"
+            ) from None
         assert solve.returncode == 0, err
         assert (tmp_path / "out").read_text() == expected
         # killed: about 3 s at the test's down-after of 1 s; it was 6 to 33 s when a worker
@@ -162,6 +169,19 @@ def test_a_job_survives_the_loss_of_its_primary(
     said = (tmp_path / "worker.log").read_text(errors="replace")
     assert "Unrecoverable error" not in said  # the worker rode it out, it did not die of it
     assert said.count(" ready.") == 1, said[-3000:]
+
+
+def _job_state(url: str) -> str:
+    """The only job's counters and its chunks' keys, as the primary the sentinels name has them."""
+    store = JobStore.from_url(url)
+    try:
+        jobs = store.jobs()
+        keys = sorted(k.decode() for k in store.client.keys("gb:*"))[:80]
+        return f"jobs {jobs}, progress {store.progress(jobs[0]) if jobs else None}, keys {keys}"
+    except redis.RedisError as error:
+        return f"no state: {error!r}"
+    finally:
+        store.close()
 
 
 def _wait_for_cases(url: str, cases: int, timeout: float = 60) -> int:
