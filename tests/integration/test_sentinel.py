@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -223,33 +224,60 @@ def test_a_command_started_during_a_failover_waits_for_the_new_primary(
     )
     primary = sentinels.primary_port()
     old = sentinels.primary if primary == sentinels.primary.port else sentinels.replica
-    assert old.process is not None
+    new = sentinels.replica if old is sentinels.primary else sentinels.primary
+    assert old.process is not None and new.process is not None
+    # the replica is held until the solve waits: on a busy machine the sentinels could
+    # otherwise promote it before the solve, slow to start, first looks
+    os.kill(new.process.pid, signal.SIGSTOP)
     os.kill(old.process.pid, signal.SIGKILL)
+    solve = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "pipeline.cli",
+            "solve",
+            "-q",
+            "-p",
+            "strgame",
+            str(path),
+            "-o",
+            str(tmp_path / "out"),
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    lines: list[str] = []
+    waiting = threading.Event()
+
+    def read() -> None:
+        assert solve.stderr is not None
+        for line in solve.stderr:
+            lines.append(line)
+            if "waiting for Redis at" in line:
+                waiting.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
     try:
-        solve = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pipeline.cli",
-                "solve",
-                "-q",
-                "-p",
-                "strgame",
-                str(path),
-                "-o",
-                str(tmp_path / "out"),
-            ],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=180,
-            check=False,
-        )
-        assert solve.returncode == 0, solve.stderr
-        assert "waiting for Redis at" in solve.stderr and sentinels.password not in solve.stderr
+        said = waiting.wait(60)
+        os.kill(new.process.pid, signal.SIGCONT)
+        assert said, "".join(lines)
+        solve.wait(timeout=180)
+        reader.join(10)
+        assert solve.returncode == 0, "".join(lines)
+        assert sentinels.password not in "".join(lines)
         assert (tmp_path / "out").read_text() == expected
         assert sentinels.primary_port() != primary
     finally:
+        os.kill(new.process.pid, signal.SIGCONT)
+        if solve.poll() is None:
+            solve.kill()
+            solve.wait()
+        reader.join(10)
+        assert solve.stderr is not None
+        solve.stderr.close()
         terminate(worker, 10)
         log.close()
 
