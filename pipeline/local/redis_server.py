@@ -102,6 +102,7 @@ class RedisServer(AbstractContextManager["RedisServer"]):
         _wait_for_previous(self.workdir / "redis.pid")
         for _ in range(3 if self.chosen_port else 1):
             if self._started():
+                self.chosen_port = False  # started again, it keeps the port its clients know
                 return self
             if self.process is not None:  # alive, but silent for _START_TIMEOUT
                 break
