@@ -79,6 +79,7 @@ class JobStore:
         in plain text, say) is raised at once."""
         deadline = None if timeout is None else time.monotonic() + timeout
         waiting = False
+        cut = False  # a Redis killed while it answered cuts the connection once, not twice
         while True:
             try:
                 cls.check_url(url)
@@ -88,9 +89,12 @@ class JobStore:
                     f"Redis at {mask_url(url)} refused the credentials: {exc}"
                 ) from None
             except (redis.ConnectionError, redis.TimeoutError) as exc:
-                if deadline is not None and (time.monotonic() >= deadline or not _away(exc)):
+                first_cut = not cut and _cut(exc)  # looked at again before a word is said
+                cut = cut or _cut(exc)
+                away = _away(exc) or first_cut
+                if deadline is not None and (time.monotonic() >= deadline or not away):
                     raise
-                if not waiting:
+                if not waiting and not first_cut:
                     report(f"waiting for Redis at {mask_url(url)}: {exc}")
                     waiting = True
                 time.sleep(pause if deadline is None else min(pause, 0.5))
@@ -608,6 +612,15 @@ def _decode(raw: Any) -> dict[str, str]:
 
 
 _AWAY = ("Connection refused", "No route to host", "Network is unreachable")
+
+
+_CUT = ("Connection reset by peer", "Connection closed by server", "Broken pipe")
+
+
+def _cut(exc: Exception) -> bool:
+    """Whether a connection error says the server ended the connection (a Redis being
+    stopped, or a port that speaks another protocol: TLS, say)."""
+    return any(words in str(exc) for words in _CUT)
 
 
 def _away(exc: Exception) -> bool:
