@@ -57,12 +57,15 @@ def test_a_port_taken_between_its_choice_and_the_start_is_replaced(tmp_path: Pat
             named.start()
         assert named.process is None
     # started once, a server keeps its port when started again: its clients know that one
-    with socket.socket() as squatter:
-        squatter.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # its closed ones wait
-        squatter.bind(("127.0.0.1", server.port))
-        squatter.listen()
-        with pytest.raises(GamebatchError, match="did not start"):
-            server.start()
+    try:
+        with socket.socket() as squatter:
+            squatter.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # closed ones wait
+            squatter.bind(("127.0.0.1", server.port))
+            squatter.listen()
+            with pytest.raises(GamebatchError, match="did not start"):
+                server.start()
+    finally:
+        server.stop()  # when it did start elsewhere
 
 
 def test_password_and_config_files_are_private(tmp_path: Path) -> None:
