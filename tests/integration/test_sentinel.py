@@ -101,18 +101,7 @@ def test_a_job_survives_the_loss_of_its_primary(
         start_new_session=True,
     )
     solve = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "pipeline.cli",
-            "solve",
-            "-q",
-            "-p",
-            "strgame",
-            str(path),
-            "-o",
-            str(tmp_path / "out"),
-        ],
+        _solve_argv(path, tmp_path / "out"),
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -170,6 +159,12 @@ def test_a_job_survives_the_loss_of_its_primary(
     said = (tmp_path / "worker.log").read_text(errors="replace")
     assert "Unrecoverable error" not in said  # the worker rode it out, it did not die of it
     assert said.count(" ready.") == 1, said[-3000:]
+
+
+def _solve_argv(path: Path, out: Path) -> list[str]:
+    """`gamebatch solve` of a strgame input into `out`, quietly."""
+    solve = ["-m", "pipeline.cli", "solve", "-q", "-p", "strgame"]
+    return [sys.executable, *solve, str(path), "-o", str(out)]
 
 
 def _job_state(url: str) -> str:
@@ -231,18 +226,7 @@ def test_a_command_started_during_a_failover_waits_for_the_new_primary(
     os.kill(new.process.pid, signal.SIGSTOP)
     os.kill(old.process.pid, signal.SIGKILL)
     solve = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "pipeline.cli",
-            "solve",
-            "-q",
-            "-p",
-            "strgame",
-            str(path),
-            "-o",
-            str(tmp_path / "out"),
-        ],
+        _solve_argv(path, tmp_path / "out"),
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
