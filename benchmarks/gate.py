@@ -149,7 +149,7 @@ class Checks:
             done = subprocess.run(command, env=env, capture_output=True, check=False)
             assert done.returncode == 1, done.stderr  # some contestants are wrong
 
-        took, start = paired(3, grade, _help)
+        took, start = paired(5, grade, _help)
         return [self._ratio("grading_small_contest_vs_help", took / start, f"{took:.2f} s, "
                             f"--help {start:.3f} s")]  # fmt: skip
 
@@ -177,6 +177,20 @@ def _clean_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith("GAMEBATCH_")}
 
 
+def measured(check: Callable[[], list[Ratio]], slack: float, tries: int = 3) -> list[Ratio]:
+    """A check's ratios; one that fails is measured again, up to `tries` in all, and each
+    ratio keeps its best figure: a moment of noise on a shared machine passes, a regression
+    fails every try."""
+    best = {r.name: r for r in check()}
+    for attempt in range(2, tries + 1):
+        if all(r.passes(slack) for r in best.values()):
+            break
+        for r in check():
+            if r.value < best[r.name].value:
+                best[r.name] = Ratio(r.name, r.value, r.threshold, f"{r.detail} (try {attempt})")
+    return list(best.values())
+
+
 CHECKS = ("pathgame_by_reference", "strgame_vs_reference", "one_case", "tiny_boards", "grading")
 
 
@@ -194,7 +208,7 @@ def main() -> int:
     try:
         for name in CHECKS:
             if not args.only or name in args.only:
-                ratios += getattr(checks, name)()
+                ratios += measured(getattr(checks, name), slack)
     finally:
         shutil.rmtree(checks.out, ignore_errors=True)
     failed = [r for r in ratios if not r.passes(slack)]
