@@ -61,6 +61,7 @@ class Figures:
     lost: int = 0  # result files that differ from the answers (must be 0)
     failed_solves: list[str] = field(default_factory=list)  # solves that ended badly unkilled
     unfinished: int = 0  # jobs whose result was written but which are not marked done (0)
+    unfinished_states: Counter[str] = field(default_factory=Counter)  # what they say instead
     left: int = 0  # processes still alive at the end (must be 0)
 
     def lines(self) -> list[str]:
@@ -69,10 +70,15 @@ class Figures:
             f"soak seed {self.seed}: {self.seconds:.0f} s, {self.jobs} jobs, {self.cases} cases",
             f"faults injected: {kinds}",
             f"longest stall: {self.longest_stall:.1f} s; lost answers: {self.lost};"
-            f" jobs not marked done: {self.unfinished}; processes left: {self.left}",
+            f" jobs not marked done: {self.unfinished}{self._states()}; processes left:"
+            f" {self.left}",
             f"solves that failed on their own: {len(self.failed_solves)}",
             *(f"    {line}" for line in self.failed_solves),
         ]
+
+    def _states(self) -> str:
+        said = ", ".join(f"{state} {n}" for state, n in sorted(self.unfinished_states.items()))
+        return f" ({said})" if said else ""
 
 
 class WorkerHost:
@@ -384,6 +390,7 @@ def run(
         store = JobStore.from_url(soak.url)
         states = [p.state.value for p in store.progress_of(store.jobs()) if p is not None]
         store.close()
+        soak.figures.unfinished_states.update(state for state in states if state != "done")
         soak.figures.unfinished += sum(state != "done" for state in states)
         soak.figures.cases += cases
         soak.figures.jobs += len(inputs)
