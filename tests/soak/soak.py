@@ -62,6 +62,7 @@ class Figures:
     failed_solves: list[str] = field(default_factory=list)  # solves that ended badly unkilled
     unfinished: int = 0  # jobs whose result was written but which are not marked done (0)
     unfinished_states: Counter[str] = field(default_factory=Counter)  # what they say instead
+    unfinished_jobs: list[str] = field(default_factory=list)  # each, and how far it got
     left: int = 0  # processes still alive at the end (must be 0)
 
     def lines(self) -> list[str]:
@@ -72,6 +73,7 @@ class Figures:
             f"longest stall: {self.longest_stall:.1f} s; lost answers: {self.lost};"
             f" jobs not marked done: {self.unfinished}{self._states()}; processes left:"
             f" {self.left}",
+            *(f"    {line}" for line in self.unfinished_jobs),
             f"solves that failed on their own: {len(self.failed_solves)}",
             *(f"    {line}" for line in self.failed_solves),
         ]
@@ -388,10 +390,15 @@ def run(
             out = path.with_suffix(".out")
             soak.figures.lost += not out.exists() or _sha256(out) != digest
         store = JobStore.from_url(soak.url)
-        states = [p.state.value for p in store.progress_of(store.jobs()) if p is not None]
+        jobs = [p for p in store.progress_of(store.jobs()) if p is not None]
         store.close()
-        soak.figures.unfinished_states.update(state for state in states if state != "done")
-        soak.figures.unfinished += sum(state != "done" for state in states)
+        for job in (p for p in jobs if p.state.value != "done"):
+            soak.figures.unfinished += 1
+            soak.figures.unfinished_states[job.state.value] += 1
+            soak.figures.unfinished_jobs.append(  # which one, and how far it got
+                f"not done: job {job.job_id[:12]} ({job.name}): {job.state.value}, cases"
+                f" {job.done}/{job.total}, chunks {job.done_chunks}/{job.chunks}"
+            )
         soak.figures.cases += cases
         soak.figures.jobs += len(inputs)
     finally:
