@@ -31,7 +31,8 @@ _ANSWER_BATCH = 512  # chunks fetched per round trip by the collector
 
 
 REPLICA_WAIT_MS = 200  # how long stored answers wait for a replica to have them
-ALONE_SECONDS = 10.0  # after a WAIT no replica answered, how long to store without one
+REPLICA_WAIT_TRIES = 5  # WAITs a write makes while a replica is online, only slow to answer
+ALONE_SECONDS = 10.0  # with no replica online, how long to store without asking for one
 FINISH_TRIES = 3  # writes of a job's done state that a failover may have lost
 SWEEP_FURTHER = 500  # jobs a sweep looks at beyond the open set, in turn
 INVALID_KEPT_SECONDS = 24 * 3600  # a producer's own list of invalid cases, if it never ends
@@ -353,14 +354,27 @@ class JobStore:
 
     def _wait_for_a_replica(self) -> bool:
         """Until a replica has what was just written (so that a failover keeps it, before the
-        task is acknowledged); a primary with none (after a failover) is not waited on at
-        every chunk. Whether a replica said it has it."""
+        task is acknowledged); a primary with none online (after a failover, or while its
+        replica syncs) is not waited on at every chunk, but a replica only slow to answer
+        (a busy machine) is waited for again. Whether a replica said it has it."""
         if time.monotonic() < self._alone_until:
             return False
-        if self.client.wait(1, REPLICA_WAIT_MS) >= 1:
-            return True
-        self._alone_until = time.monotonic() + ALONE_SECONDS
+        for _ in range(REPLICA_WAIT_TRIES):
+            if self.client.wait(1, REPLICA_WAIT_MS) >= 1:
+                return True
+            if not self._a_replica_is_online():
+                self._alone_until = time.monotonic() + ALONE_SECONDS
+                return False
         return False
+
+    def _a_replica_is_online(self) -> bool:
+        """Whether the primary streams its writes to a replica now (INFO's state=online)."""
+        info = self.client.info("replication")
+        return any(
+            isinstance(v, dict) and v.get("state") == "online"
+            for k, v in info.items()
+            if k.startswith("slave")
+        )
 
     def fail_chunk(self, job_id: str, index: int, reason: str) -> None:
         """Record that a chunk cannot be solved."""

@@ -177,6 +177,9 @@ def test_the_worker_may_sweep_and_keep_verdicts(acl_redis: AclRedis) -> None:
     store.note_judged("strgame-x", "prog", failed=False, run=1, kept=1)
     store.note_capacity("w1@host", 3, keep=60)
     assert JobStore(acl_redis.client("client")).capacity(60) == 3
+    for role in ("worker", "client"):  # behind Sentinel: answers wait for a replica (none here)
+        replicated = JobStore(acl_redis.client(role), replicated=True)
+        assert replicated._wait_for_a_replica() is False
     admin = acl_redis.client("admin")
     assert admin.hget(keys.job("strgame-x"), "cases_run") == b"1"
     denied = [e for e in admin.execute_command("ACL", "LOG") if not _setinfo(admin, e)]

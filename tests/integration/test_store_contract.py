@@ -242,6 +242,34 @@ def test_a_production_end_that_a_failover_lost_reads_as_a_lost_job(
     other.close()
 
 
+def test_a_replica_slow_to_answer_is_waited_for_and_only_a_missing_one_is_not(
+    redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A WAIT that times out while a replica is online (a busy machine) is made again, and
+    later writes still wait: going on alone for ALONE_SECONDS then would leave them to be
+    lost by a failover. Only with no replica online does the store stop asking."""
+    s = JobStore.from_url(redis_server.url)
+    s.replicated = True
+    answers = iter([0, 0, 1])
+    waits: list[int] = []
+
+    def slow(replicas: int, timeout: int) -> int:
+        waits.append(timeout)
+        return next(answers)
+
+    online = {"role": "master", "slave0": {"ip": "127.0.0.1", "port": 1, "state": "online"}}
+    monkeypatch.setattr(s.client, "wait", slow)
+    monkeypatch.setattr(s.client, "info", lambda section: online)
+    assert s._wait_for_a_replica() is True and len(waits) == 3
+    syncing = {"role": "master", "slave0": {"ip": "127.0.0.1", "port": 1, "state": "send_bulk"}}
+    monkeypatch.setattr(s.client, "wait", lambda replicas, timeout: waits.append(timeout) or 0)
+    monkeypatch.setattr(s.client, "info", lambda section: syncing)
+    assert s._wait_for_a_replica() is False and len(waits) == 4  # none online: alone, at once
+    assert s._wait_for_a_replica() is False and len(waits) == 4  # and not asked for a while
+    assert s._alone_until > time.monotonic()
+    s.close()
+
+
 def test_workers_say_they_live_and_are_forgotten_when_silent(store: tuple[Store, Advance]) -> None:
     s, advance = store
     assert s.capacity(3) == 0 and s.workers_seen(3) == 0
