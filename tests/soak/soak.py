@@ -399,6 +399,8 @@ def run(
                 f"not done: job {job.job_id[:12]} ({job.name}): {job.state.value}, cases"
                 f" {job.done}/{job.total}, chunks {job.done_chunks}/{job.chunks}"
             )
+        if soak.figures.unfinished and soak.cluster:  # one failover injected: were there more?
+            soak.figures.unfinished_jobs += soak.cluster.failover_log().splitlines()
         soak.figures.cases += cases
         soak.figures.jobs += len(inputs)
     finally:
