@@ -1,5 +1,5 @@
 """The `gamebatch` command: run by the warm local service when one answers, else here (only
-the standard library is loaded before that is known)."""
+the standard library is loaded before that is known); and the warm service's own start."""
 
 from __future__ import annotations
 
@@ -23,5 +23,21 @@ def main() -> int:
     return status
 
 
+def warm_service(folder: str, seconds: str) -> int:
+    """`python -m pipeline.launch --warm-service FOLDER SECONDS` (local/warm.py starts it):
+    the warm service, running each command it is sent with this command line."""
+    from pathlib import Path
+
+    from pipeline import cli
+    from pipeline.local.warm_service import serve
+
+    serve(Path(folder), float(seconds), cli.main, cli.preload)
+    return 0
+
+
 if __name__ == "__main__":
+    from pipeline.local.warm import WARM_SERVICE
+
+    if sys.argv[1:2] == [WARM_SERVICE]:
+        sys.exit(warm_service(*sys.argv[2:4]))
     sys.exit(main())

@@ -27,7 +27,7 @@ from pipeline.judging.cases import (
     encode_verdict,
     judge_known,
 )
-from pipeline.judging.judge_service import ENTRY, JUDGING, toolchain
+from pipeline.judging.programs import ENTRY, JUDGING, toolchain
 from pipeline.judging.sandbox import Bind, Limits, Sandbox, Status, shared_folder
 from pipeline.store.protocol import Store
 

@@ -1,3 +1,5 @@
-"""Client mode (`--server URL`): the commands over HTTP against `gamebatch serve`, with the
-output and exit codes they have on a cluster. Imports grading (reports), jobs, data and the
-ground modules; never Redis."""
+"""Client mode (`--server URL`): the workflows run by `gamebatch serve` over HTTP, behind the
+backend interface of the application layer; never Redis.
+
+Imports: app, hacking, grading, jobs, data, store, config, ground.
+"""

@@ -1,201 +1,231 @@
-"""The commands in client mode (`--server URL`): what they print and return, over HTTP."""
+"""Client mode (`--server URL`): the workflows run by a `gamebatch serve` over HTTP, behind
+the same interface as a cluster (`pipeline.app.backend`)."""
 
 from __future__ import annotations
 
-import argparse
 import io
-import json
 import tarfile
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, TextIO
 
 import httpx
 
 from pipeline import escape
+from pipeline.app.collect import Collected, CollectRequest
+from pipeline.app.grade import Graded, GradeRequest, grade
+from pipeline.app.hack import Hacked, HackRequest
+from pipeline.app.jobs import JobsView, Queued, SubmitRequest
+from pipeline.app.judge import JudgeLimits, JudgeRequest
+from pipeline.app.solve import Report, Solved, SolveRequest
 from pipeline.client.http import Client, RemoteInputError, ended_well
+from pipeline.config import Settings
 from pipeline.data.files import atomic_write
+from pipeline.data.objects import ObjectUrl, Place
 from pipeline.errors import GamebatchError, UsageError
-from pipeline.games.registry import get_problem
+from pipeline.grading.answers import Answers, Solver
+from pipeline.grading.report_files import ReportFiles
 from pipeline.grading.reports import REPORT_VERSION
+from pipeline.grading.rules import Test
 from pipeline.hacking.report import hacks_of
-from pipeline.hacking.search import Hack
-from pipeline.jobs.view import EXTRAS, FIELDS, status_lines
+from pipeline.jobs.view import EXTRAS, FIELDS
 from pipeline.progress import ProgressBar
 from pipeline.store.jobstate import FINISHED
 
 
-def _client(args: argparse.Namespace, url: str) -> Client:
-    return Client(url, getattr(args, "token_file", None))
+class OverHttp:
+    """The workflows in client mode: run by a `gamebatch serve` at `url` (the backend the CLI
+    chooses for --server URL). `report` hears the lines for the user."""
 
+    def __init__(
+        self, url: str, token_file: Path | None, settings: Callable[[], Settings], report: Report
+    ) -> None:
+        self.url, self.token_file, self.report = url, token_file, report
+        self._settings = settings  # loaded only by the workflows that read them
 
-def submit(args: argparse.Namespace, url: str) -> int:
-    client = _client(args, url)
-    try:
-        job = client.upload(args.input, args.problem, lane=args.lane, keep_going=False)
-    finally:
-        client.close()
-    print(f"uploaded {args.input} ({job.get('size', 0)} bytes): {job['state']}")
-    print(job["id"])
-    return 0
+    def _client(self) -> Client:
+        return Client(self.url, self.token_file)
 
-
-def status(args: argparse.Namespace, url: str) -> int:
-    client = _client(args, url)
-    try:
-        jobs = [client.job(args.job)] if args.job else client.call("GET", "/v1/jobs")["jobs"]
-    finally:
-        client.close()
-    if args.json:  # the job views alone, as `status --json` of a cluster prints them
-        jobs = [{k: v for k, v in job.items() if k in FIELDS or k in EXTRAS} for job in jobs]
-        print(json.dumps(jobs[0] if args.job else {"jobs": jobs}))
-        return 0
-    for job in jobs:
-        print("\n".join(status_lines(job)))
-    return 0
-
-
-def cancel(args: argparse.Namespace, url: str) -> int:
-    client = _client(args, url)
-    try:
-        client.call("DELETE", f"/v1/jobs/{args.job}")
-    finally:
-        client.close()
-    print(f"cancelled {args.job}")
-    return 0
-
-
-def collect(args: argparse.Namespace, url: str) -> int:
-    client = _client(args, url)
-    progress = ProgressBar("collect", enabled=not args.quiet)
-    try:
-        job = ended_well(client.follow(client.job(args.job), progress))
-        client.download(job, args.output)
-    finally:
-        progress.close()
-        client.close()
-    return _invalid_status(job, str(args.output))
-
-
-def solve(
-    args: argparse.Namespace,
-    url: str,
-    targets: list[tuple[Path, Path | None]],
-    report: Callable[[str], None],
-) -> int:
-    """Upload every input, follow each job's events with one progress bar, download each."""
-    client = _client(args, url)
-    progress = ProgressBar("solve", enabled=not args.quiet)
-    status_ = 0
-    try:
-        uploaded = [
-            (
-                path,
-                output,
-                client.upload(path, args.problem, lane=args.lane, keep_going=args.keep_going),
-            )
-            for path, output in targets
-        ]
-        for path, output, job in uploaded:
-            try:
-                ended = ended_well(client.follow(job, progress), path)
-            except RemoteInputError as exc:
-                report(f"error: {exc}")
-                status_ = 2
-                continue
-            client.download(ended, output)
-            status_ = max(status_, _invalid_status(ended, str(output), report))
-    finally:
-        progress.close()
-        client.close()
-    return status_
-
-
-def _invalid_status(
-    job: dict[str, Any], output: str, report: Callable[[str], None] | None = None
-) -> int:
-    invalid = int(str(job.get("invalid") or 0))
-    if not invalid:
-        return 0
-    message = (
-        f"error: {invalid} invalid cases marked INVALID (their errors:"
-        f" GET {job['links']['errors']})"
-    )
-    if report is None:
-        raise GamebatchError(message.removeprefix("error: "))
-    report(message)
-    return 2
-
-
-def grade_solver(args: argparse.Namespace, url: str) -> Callable[[list[Any]], list[Any]]:
-    """The answers of `grade`'s tests from the server: each test input uploaded (a known one
-    is answered from its earlier job) and its result downloaded; a refused input as its error
-    line."""
-
-    def solve(tests: list[Any]) -> list[tuple[list[str], bool] | str]:
-        client = _client(args, url)
-        progress = ProgressBar("answers", enabled=not args.quiet)
-        found: list[tuple[list[str], bool] | str] = []
+    def submit(self, request: SubmitRequest) -> Queued:
+        path = _file(request.input)
+        client = self._client()
         try:
-            for test in tests:
-                try:
-                    job = client.upload(test.input, args.problem, lane="auto", keep_going=False)
-                    computed = job["state"] != "done"
-                    text = io.StringIO()
-                    client.download(ended_well(client.follow(job, progress), test.input), text)
-                except RemoteInputError as exc:
-                    found.append(f"error: {exc}")
-                    continue
-                found.append((text.getvalue().splitlines(), computed))
+            name = request.problem.name
+            job = client.upload(path, name, lane=request.lane, keep_going=False)
+        finally:
+            client.close()
+        summary = f"uploaded {request.input} ({job.get('size', 0)} bytes): {job['state']}"
+        return Queued(job["id"], summary)
+
+    def status(self, job: str | None) -> JobsView:
+        client = self._client()
+        try:
+            jobs = [client.job(job)] if job else client.call("GET", "/v1/jobs")["jobs"]
+        finally:
+            client.close()
+        # the job views alone, as a cluster has them
+        return JobsView([{k: v for k, v in j.items() if k in FIELDS or k in EXTRAS} for j in jobs])
+
+    def cancel(self, job: str) -> None:
+        client = self._client()
+        try:
+            client.call("DELETE", f"/v1/jobs/{job}")
+        finally:
+            client.close()
+
+    def collect(self, request: CollectRequest) -> Collected:
+        client = self._client()
+        output = _file(request.output)
+        progress = ProgressBar("collect", enabled=not request.quiet)
+        try:
+            job = ended_well(client.follow(client.job(request.job), progress))
+            client.download(job, output)
         finally:
             progress.close()
             client.close()
-        return found
+        return _invalid(job)
 
-    return solve
+    def solve(self, request: SolveRequest) -> Solved:
+        """Upload every input, follow each job's events with one progress bar, download each."""
+        targets = [(_file(t.input), _result(t.output)) for t in request.targets()]
+        client = self._client()
+        progress = ProgressBar("solve", enabled=not request.quiet)
+        status = 0
+        problem, lane, keep_going = request.problem.name, request.lane, request.keep_going
+        try:
+            uploaded = [
+                (path, output, client.upload(path, problem, lane=lane, keep_going=keep_going))
+                for path, output in targets
+            ]
+            for path, output, job in uploaded:
+                try:
+                    ended = ended_well(client.follow(job, progress), path)
+                except RemoteInputError as exc:
+                    self.report(f"error: {exc}")
+                    status = 2
+                    continue
+                client.download(ended, output)
+                invalid = _invalid(ended)
+                if invalid.error:
+                    self.report(f"error: {invalid.error}")
+                status = max(status, invalid.status)
+        finally:
+            progress.close()
+            client.close()
+        return Solved(status)
+
+    def grade(self, request: GradeRequest) -> Graded:
+        """The answers from the server, the files compared here."""
+        return grade(self._settings(), request, self.report, self._answers(request))
+
+    def _answers(self, request: GradeRequest) -> Solver:
+        """The answers of the tests without answer files from the server: each test input
+        uploaded (a known one is answered from its earlier job) and its result downloaded;
+        a refused input as its error line."""
+
+        def solve(tests: list[Test]) -> list[Answers]:
+            client = self._client()
+            progress = ProgressBar("answers", enabled=not request.quiet)
+            found: list[Answers] = []
+            try:
+                for test in tests:
+                    try:
+                        job = client.upload(
+                            test.input, request.problem.name, lane="auto", keep_going=False
+                        )
+                        computed = job["state"] != "done"
+                        text = io.StringIO()
+                        client.download(ended_well(client.follow(job, progress), test.input), text)
+                    except RemoteInputError as exc:
+                        found.append(f"error: {exc}")
+                        continue
+                    found.append((text.getvalue().splitlines(), computed))
+            finally:
+                progress.close()
+                client.close()
+            return found
+
+        return solve
+
+    def judge(self, request: JudgeRequest) -> Graded:
+        """The tests and programs sent as one archive, judged by the server's workers; its
+        reports written where asked, its summary printed."""
+        prepared = request.prepare(self._settings(), self.report, sandbox=False)
+        if request.lazy:
+            raise UsageError("--lazy judges on a cluster (--broker or the embedded default)")
+        if any(files.version != REPORT_VERSION for files in request.reporting.files):
+            raise UsageError("--server writes the server's JSON report (version 2)")
+        params: dict[str, Any] = {
+            "problem": request.problem.name,
+            "keep_going": int(request.keep_going),
+            **_limits(request.limits),
+        }
+        client = self._client()
+        try:
+            tests = prepared.tests or []
+            grading = _run_archive(client, "gradings", params, tests, prepared.programs)
+            report = client.call("GET", f"/v1/gradings/{grading['id']}/report.json")
+            for files in request.reporting.files:
+                _write_reports(client, grading["id"], files)
+        finally:
+            client.close()
+        return _graded(report, request.reporting.summary, prepared.notes)
+
+    def hack(self, request: HackRequest) -> Hacked:
+        """The programs (and tests) sent as one archive and searched by the server's
+        workers; its JSON report, and the hacks it describes, written as a search here would."""
+        prepared = request.prepare(self._settings(), self.report, sandbox=False)
+        budget = request.budget
+        params: dict[str, Any] = {
+            "problem": request.problem.name,
+            "seed": request.seed,
+            "budget": budget.seconds,
+            "cases": budget.cases,
+            "largest": budget.largest,
+            **_limits(request.limits),
+        }
+        client = self._client()
+        try:
+            tests = prepared.tests or []
+            search = _run_archive(client, "hacks", params, tests, prepared.programs)
+            doc: dict[str, Any] = client.call("GET", f"/v1/hacks/{search['id']}/report.json")
+        finally:
+            client.close()
+        hacks = hacks_of(request.problem, doc)
+        request.write(hacks, doc)
+        return Hacked(doc, hacks)
 
 
-def judge(args: argparse.Namespace, url: str, tests: list[Any], programs: list[Any]) -> int:
-    """`grade --programs --server`: the tests and programs sent as one archive, judged by the
-    server's workers; its reports written where asked, its summary printed."""
-    if args.report_version != REPORT_VERSION:
-        raise UsageError("--server writes the server's JSON report (version 2)")
-    params: dict[str, Any] = {"problem": args.problem, "keep_going": int(args.keep_going)}
-    for name in LIMITS:
-        if getattr(args, name) is not None:
-            params[name] = getattr(args, name)
-    client = _client(args, url)
-    try:
-        grading = _run_archive(client, "gradings", params, tests, programs)
-        report = client.call("GET", f"/v1/gradings/{grading['id']}/report.json")
-        _write_reports(client, grading["id"], args)
-    finally:
-        client.close()
-    return _summary(report)
+def _file(place: Place) -> Path:
+    """Client mode uploads files and downloads into files: object URLs are the cluster's."""
+    if isinstance(place, ObjectUrl):
+        raise UsageError("--server takes files; object URLs are read by a cluster (--broker)")
+    return place
 
 
-def hack(
-    args: argparse.Namespace, url: str, tests: list[Any] | None, programs: list[Any]
-) -> tuple[dict[str, Any], list[Hack]]:
-    """`hack --server`: the programs (and tests) sent as one archive and searched by the
-    server's workers; its JSON report, and the hacks it describes."""
-    params: dict[str, Any] = {
-        "problem": args.problem,
-        **{name: getattr(args, name) for name in ("seed", "budget", "cases", "largest")},
-        **{n: getattr(args, n) for n in LIMITS if getattr(args, n) is not None},
+def _result(output: Place | TextIO | None) -> Path | TextIO | None:
+    return _file(output) if isinstance(output, Path | ObjectUrl) else output
+
+
+def _invalid(job: dict[str, Any]) -> Collected:
+    """What a finished job says of its invalid cases."""
+    invalid = int(str(job.get("invalid") or 0))
+    if not invalid:
+        return Collected()
+    where = job["links"]["errors"]
+    return Collected(invalid, f"{invalid} invalid cases marked INVALID (their errors: GET {where})")
+
+
+def _limits(limits: JudgeLimits) -> dict[str, Any]:
+    """The limits as a grading's (or search's) parameters."""
+    given = {
+        "time_limit": limits.time_limit,
+        "memory_limit": limits.memory_limit,
+        "output_limit": limits.output_limit,
     }
-    client = _client(args, url)
-    try:
-        search = _run_archive(client, "hacks", params, tests or [], programs)
-        doc: dict[str, Any] = client.call("GET", f"/v1/hacks/{search['id']}/report.json")
-    finally:
-        client.close()
-    return doc, hacks_of(get_problem(args.problem), doc)
-
-
-LIMITS = ("time_limit", "memory_limit", "output_limit")
+    return {k: v for k, v in given.items() if v is not None}
 
 
 def _run_archive(
@@ -240,15 +270,14 @@ def _until_ended(client: Client, grading: dict[str, Any]) -> dict[str, Any]:
     return grading
 
 
-def _write_reports(client: Client, grading_id: str, args: argparse.Namespace) -> None:
-    scoreboard = args.scoreboard
-    kinds = {"json": "report.json", "junit": "junit"}
-    if scoreboard is not None:
-        kinds["scoreboard"] = (
-            "scoreboard.json" if scoreboard.suffix == ".json" else "scoreboard.csv"
+def _write_reports(client: Client, grading_id: str, files: ReportFiles) -> None:
+    routes = {"json": "report.json", "junit": "junit"}
+    if files.scoreboard is not None:
+        routes["scoreboard"] = (
+            "scoreboard.json" if files.scoreboard.suffix == ".json" else "scoreboard.csv"
         )
-    for flag, route in kinds.items():
-        target = getattr(args, flag)
+    for kind, route in routes.items():
+        target = getattr(files, kind)
         if target is None:
             continue
         try:
@@ -259,16 +288,24 @@ def _write_reports(client: Client, grading_id: str, args: argparse.Namespace) ->
         atomic_write(target, response.text)
 
 
-def _summary(report: dict[str, Any]) -> int:
-    """The server's verdicts as `grade` prints them; exit status 1 unless all accepted."""
+def _graded(report: dict[str, Any], out: TextIO | None, notes: list[str]) -> Graded:
+    """The server's verdicts as `grade` prints them (on `out`); wrong unless all accepted."""
     wrong = False
     for sub in report["submissions"]:
-        print(f"{escape.terminal(sub['path'])}: {sub['accepted']}/{sub['total']} accepted")
+        wrong = wrong or sub["accepted"] < sub["total"]
+        if out is None:
+            continue
+        out.write(f"{escape.terminal(sub['path'])}: {sub['accepted']}/{sub['total']} accepted\n")
         for case in sub.get("mismatches", [])[:3]:
             found = escape.terminal(str(case.get("found")))
-            print(f"  case {case['index']}: {case['verdict']} ({found})")
-        wrong = wrong or sub["accepted"] < sub["total"]
-    for rank, row in enumerate(report.get("scoreboard", []), 1):
+            out.write(f"  case {case['index']}: {case['verdict']} ({found})\n")
+    board = report.get("scoreboard", [])
+    for rank, row in enumerate(board, 1):
         score = f"{row['score']:g}/{row['max_score']:g}"
-        print(f"{rank:>4}. {escape.terminal(row['contestant'])}: {score}")
-    return 1 if wrong else 0
+        if out is not None:
+            out.write(f"{rank:>4}. {escape.terminal(row['contestant'])}: {score}\n")
+    cases_wrong = sum(s["total"] - s["accepted"] for s in report["submissions"])
+    tests = len({s.get("test") for s in report["submissions"]})
+    return Graded(
+        int(wrong), not wrong, tests, len(report["submissions"]), len(board), cases_wrong, {}, notes
+    )

@@ -139,7 +139,9 @@ def submit(
         return Submitted(job_id, path, claimed.total or 0, claimed.chunks or 0, 0, keep_going)
     run = _Production(problem, store, send, job_id, token, keep_going=keep_going, on_cases=on_cases)
     run.carry(stored, compress=settings.compress_payloads, named=claimed.get(PAYLOAD_OBJECT, ""))
-    run.window = Window(store, job_id, settings, on_progress, chunks=window) if window else None
+    run.queue.window = (
+        Window(store, job_id, settings, on_progress, chunks=window) if window else None
+    )
     with _Renewal(store, job_id, token, CLAIM_SECONDS), _Owned(store, run, path):
         if plan is not None and plan.fits(claimed):
             run.queue_places(path, plan.pieces or [], plan.version)
@@ -503,7 +505,7 @@ class _Production:
     ) -> None:
         self.problem, self.store, self.send, self.job_id = problem, store, send, job_id
         self.token, self.keep_going, self.on_cases = token, keep_going, on_cases
-        self.window: Window | None = None
+        self.queue = Queuer(store, send, job_id, token=token)
         self.file: str | None = None  # chunks as places in this file (its absolute path)
         self.version = ""  # or object (its URL), as of this version
         self.mirror: ObjectUrl | None = None  # an object of the same bytes as the input file
@@ -640,14 +642,10 @@ class _Production:
         bytes (its payload is made only when it is queued)."""
         self.chunks, self.total = index + 1, self.total + cases
         if index not in self.mine and self.reusable.get(index) != digest:
-            data = payload()
-            put = self.store.put_chunk(self.job_id, index, data, digest, self.token)
+            put = self.queue.put(index, payload(), digest)
             if put != Put.STORED:
                 self._refused(put)
-            self.send(self.job_id, index)
             self.queued += 1
-            if self.window is not None:
-                self.window.add(index, len(data))
         if index >= self.counted:
             self.on_cases(cases)
 
@@ -733,6 +731,27 @@ class _HashingReader:
         """Whether every byte of the stream hashes to `digest` (and covered the earlier
         reader's part)."""
         return self.rest_digest() == digest and self._earlier is None
+
+
+class Queuer:
+    """The one loop of every producer (inputs, comparisons, judgings): put a chunk's payload,
+    send its task, and keep the window of chunks in flight."""
+
+    def __init__(
+        self, store: Store, send: Send, job_id: str, window: Window | None = None, token: str = ""
+    ) -> None:
+        self.store, self.send, self.job_id = store, send, job_id
+        self.window, self.token = window, token
+
+    def put(self, index: int, payload: bytes, digest: str = "") -> Put:
+        """Queue chunk `index` with `payload` (blocking while the window is full); what
+        became of the payload (only a stored one is sent)."""
+        put = self.store.put_chunk(self.job_id, index, payload, digest, self.token)
+        if put == Put.STORED:
+            self.send(self.job_id, index)
+            if self.window is not None:
+                self.window.add(index, len(payload))
+        return put
 
 
 class Window:

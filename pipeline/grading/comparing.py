@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from pipeline.data.messages import ComparePayload, Segment
-from pipeline.data.producer import Send, Window
+from pipeline.data.producer import Queuer, Send, Window
 from pipeline.errors import JobCancelled, JobFailed, JobLost, UsageError
 from pipeline.escape import shorten
 from pipeline.grading.rules import SHOWN_CHARS
@@ -197,17 +197,13 @@ def produce(
 ) -> tuple[int, int]:
     """Queue every chunk of a comparison job that has no verdicts yet; (chunks, cases).
     `on_file` hears how many files were read so far."""
-    answered = store.answered(job_id)
+    answered, queue = store.answered(job_id), Queuer(store, send, job_id, window)
     chunks = 0
 
     def emit(segments: list[Segment]) -> None:
         nonlocal chunks
         if chunks not in answered:
-            payload = ComparePayload(problem, ignore_case, segments).encode()
-            store.put_chunk(job_id, chunks, payload)
-            send(job_id, chunks)
-            if window is not None:
-                window.add(chunks, len(payload))
+            queue.put(chunks, ComparePayload(problem, ignore_case, segments).encode())
         on_cases(sum(len(s.expected) for s in segments))
         chunks += 1
 

@@ -1,4 +1,6 @@
-"""Hacking: the search, on the cluster, for the smallest input each contestant's program gets
-wrong (generated cases of every shape and growing size, judged in the sandbox as grading
-judges, a failing case shrunk while it fails the same way), and its report. Imports
-grade_service and everything below it."""
+"""Hacking's pure part: the search's rounds of generated cases (every shape, growing size),
+shrinking candidates, what a search is given and finds, and its report. The search itself,
+on the cluster, is the application layer's (`pipeline.app.hack`).
+
+Imports: grading, data, games, ground.
+"""

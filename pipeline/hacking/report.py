@@ -17,7 +17,7 @@ from pipeline.games.problem import Problem
 from pipeline.games.reader import read_cases
 from pipeline.games.tokens import TokenReader
 from pipeline.grading.rules import Verdict
-from pipeline.hacking.search import Budget, Hack
+from pipeline.hacking.hacks import Budget, Hack
 
 FORMAT = "gamebatch-hacks"
 VERSION = 1

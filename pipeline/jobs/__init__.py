@@ -1,3 +1,5 @@
 """Jobs as a whole: their one view, listing and cancel, recovery of chunks whose worker
-vanished, and the watch for a broker without workers. Imports data, store, games and the
-ground modules."""
+vanished, and the watch for a broker without workers.
+
+Imports: data, store, config, ground.
+"""

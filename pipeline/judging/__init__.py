@@ -1,3 +1,6 @@
 """Judging programs: the sandbox (bubblewrap, limits, the seccomp wall), per-case verdicts
-from runs over batches of cases, and the judge service that compiles programs and queues
-their runs. Imports grading, local, data, store, games and the ground modules."""
+from runs over batches of cases, and contestants' programs found, keyed and cut into the
+judging chunks the workers run.
+
+Imports: grading, data, store, games, config, ground.
+"""

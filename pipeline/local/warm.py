@@ -22,6 +22,8 @@ from pathlib import Path
 
 SOCKET_NAME = "warm.sock"
 LOG_NAME = "warm.log"  # what the service did, in the state folder
+WARM_SERVICE = "--warm-service"  # `python -m pipeline.launch --warm-service FOLDER SECONDS`
+PACKAGES = ("pipeline", "workers")  # the code a service has loaded, walked for its fingerprint
 NOT_WARM = ("worker", "serve")  # long-lived commands that manage their own process groups
 LIMITS = (
     "RLIMIT_AS",
@@ -57,28 +59,16 @@ def fingerprint() -> str:
             parts.append(str(os.stat(folder or ".").st_mtime_ns))  # a plugin installed
         except OSError:
             parts.append("-")
-    for package in (
-        "pipeline",
-        "pipeline/client",
-        "pipeline/data",
-        "pipeline/games",
-        "pipeline/grading",
-        "pipeline/jobs",
-        "pipeline/judging",
-        "pipeline/local",
-        "pipeline/server",
-        "pipeline/store",
-        "pipeline/store/lua",
-        "workers",
-    ):
-        try:
-            entries = sorted(os.scandir(os.path.join(root, package)), key=lambda e: e.name)
-        except OSError:
-            continue
-        for entry in entries:
-            if entry.is_file():
-                info = entry.stat()
-                parts.append(f"{package}/{entry.name}:{info.st_size}:{info.st_mtime_ns}")
+    for package in PACKAGES:
+        for folder, subfolders, names in os.walk(os.path.join(root, package)):
+            subfolders[:] = sorted(d for d in subfolders if d != "__pycache__")
+            for name in sorted(names):
+                path = os.path.join(folder, name)
+                try:
+                    info = os.stat(path)
+                except OSError:
+                    continue
+                parts.append(f"{path[len(root) + 1 :]}:{info.st_size}:{info.st_mtime_ns}")
     return "\n".join(parts)
 
 
@@ -88,7 +78,7 @@ def spawn(folder: str, seconds: int) -> None:
 
     with open(os.path.join(folder, LOG_NAME), "ab") as log:
         subprocess.Popen(
-            [sys.executable, "-m", "pipeline.warm_service", folder, str(seconds)],
+            [sys.executable, "-m", "pipeline.launch", WARM_SERVICE, folder, str(seconds)],
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=log,

@@ -1,3 +1,6 @@
-"""The HTTP service (`gamebatch serve`): uploads, results, events and webhooks over `/v1`, the
-gradings' routes and the page. Imports the services below it (solving and grading), jobs,
-store and the ground modules; the command line is above it."""
+"""The HTTP server (`gamebatch serve`): uploads, results, events and webhooks over `/v1`, the
+gradings' and hack searches' routes and the page; its runners run the application layer's
+workflows. The command line is above it.
+
+Imports: app, hacking, grading, jobs, data, store, games, config, ground.
+"""

@@ -1,5 +1,5 @@
 """Grading over HTTP: an archive in the bulk layout becomes a grading, run by a runner through
-the same grading service as `gamebatch grade`; its reports are files of the spool."""
+the same workflows as `gamebatch grade`; its reports are files of the spool."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,16 +19,17 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from pipeline import grade_service
+from pipeline.app.grade import GradeRequest, Reporting, grade
+from pipeline.app.judge import JudgeLimits, JudgeRequest, judge, prepare
 from pipeline.config import Settings
 from pipeline.errors import UsageError
 from pipeline.games import toolkit
 from pipeline.games.problem import Problem
 from pipeline.games.registry import get_problem
 from pipeline.grading import layout
-from pipeline.grading.rules import Scoring, Submission, Test
+from pipeline.grading.report_files import ReportFiles
+from pipeline.grading.rules import Scoring
 from pipeline.grading.scoring import load_scoring
-from pipeline.judging.judge_service import find_programs
 from pipeline.server.archives import ArchiveRefused, Limits, unpack
 from pipeline.server.auth import Caller
 from pipeline.server.context import ApiError, Service, needs
@@ -40,12 +41,7 @@ from pipeline.store.records import Records
 
 log = logging.getLogger("gamebatch.server")
 ID = re.compile(r"[A-Za-z0-9_.]+(-[A-Za-z0-9_.]+)*-[0-9a-f]{24}(-ignore-case)?(-keep-going)?")
-# a judged program's limits as a grading's parameters -> the judge settings they set
-LIMITS = {
-    "time_limit": "time_limit",
-    "memory_limit": "memory_limit_mb",
-    "output_limit": "output_limit_mb",
-}
+LIMITS = ("time_limit", "memory_limit", "output_limit")  # a judged program's, as parameters
 _PARAMS = ("problem", "ignore_case", "keep_going", *LIMITS)
 _CASE = re.compile(r"[0-9]{1,12}")  # a case number of a test
 REPORTS = {  # route -> (file in the grading's folder, media type)
@@ -192,14 +188,19 @@ def _check(root: Path, settings: Settings) -> None:
     if (root / "subs").is_dir():
         layout.bulk_layout(root / "tests", root / "subs")
     else:
-        layout.tests_in(root / "tests")
-        find_programs(root / "progs", settings.judge.languages)
+        prepare(settings, JudgeLimits(), root / "tests", root / "progs", quiet, sandbox=False)
+
+
+def quiet(line: str) -> None:
+    """The notes of an archive's check (its grading records them)."""
+    del line
 
 
 def limits_of(params: dict[str, str]) -> dict[str, float]:
-    """Judged programs' limits given as parameters (400 unless positive numbers)."""
+    """Judged programs' limits given as parameters, as the judge settings they set (400
+    unless positive numbers under a million)."""
     found: dict[str, float] = {}
-    for name, setting in LIMITS.items():
+    for name in LIMITS:
         if name in params:
             try:
                 value = float(params[name])
@@ -207,8 +208,13 @@ def limits_of(params: dict[str, str]) -> dict[str, float]:
                 value = 0
             if not 0 < value < 1e6:
                 raise ApiError(400, f"{name} must be a positive number")
-            found[setting] = value if name == "time_limit" else int(value)
-    return found
+            found[name] = value if name == "time_limit" else int(value)
+    return JudgeLimits(found.get("time_limit"), *(_whole(found, n) for n in LIMITS[1:])).given()
+
+
+def _whole(found: dict[str, float], name: str) -> int | None:
+    value = found.get(name)
+    return None if value is None else int(value)
 
 
 def view(record: dict[str, str]) -> dict[str, Any]:
@@ -321,69 +327,39 @@ def _grade(settings: Settings, spool: Spool, task: GradingTask) -> dict[str, str
     problem = get_problem(task.problem)
     scoring_file = root / "scoring.yaml"
     scoring = load_scoring(str(scoring_file)) if scoring_file.is_file() else Scoring()
-
-    def write(run: grade_service.GradeRun) -> None:
-        grade_service.ReportFiles(
-            where / "report.json", where / "junit.xml", where / "scoreboard.csv"
-        ).write(run)
-        grade_service.ReportFiles(scoreboard=where / "scoreboard.json").write(run)
-
+    reporting = Reporting(
+        (
+            ReportFiles(where / "report.json", where / "junit.xml", where / "scoreboard.csv"),
+            ReportFiles(scoreboard=where / "scoreboard.json"),
+        )
+    )
+    report = lambda line: log.info("%s: %s", task.grading_id, line)  # noqa: E731
     if (root / "progs").is_dir():
-        run, tests, subs, notes = _judge(
-            settings, problem, root, task, scoring=scoring, write=write
-        )
+        limits = JudgeLimits.of(json.loads(task.limits))
+        request = JudgeRequest(
+            problem, root / "tests", root / "progs", limits, scoring, task.keep_going,
+            quiet=True, reporting=reporting,
+        )  # fmt: skip
+        graded = judge(settings, request, report)
     else:
-        tests, subs, notes = layout.bulk_layout(root / "tests", root / "subs")
-        run = grade_service.grade(
-            settings,
-            problem,
-            tests,
-            subs,
-            scoring=scoring,
-            ignore_case=task.ignore_case,
-            quiet=True,
-            use=write,
-            keep_going=task.keep_going,
-        )
+        asked = GradeRequest(
+            problem, tests=root / "tests", submissions=root / "subs", scoring=scoring,
+            ignore_case=task.ignore_case, keep_going=task.keep_going, quiet=True,
+            reporting=reporting,
+        )  # fmt: skip
+        graded = grade(settings, asked, report)
     unpacked_notes = json.loads((where / "notes.json").read_text())
     summary = {
-        "tests": len(tests),
-        "submissions": len(subs),
-        "all_accepted": run.all_accepted,
-        "contestants": len(run.standings),
-        "cases_wrong": run.wrong_cases,
-        **({"invalid_tests": run.found.broken} if run.found.broken else {}),
+        "tests": graded.tests,
+        "submissions": graded.submissions,
+        "all_accepted": graded.all_accepted,
+        "contestants": graded.contestants,
+        "cases_wrong": graded.cases_wrong,
+        **({"invalid_tests": graded.broken} if graded.broken else {}),
     }
     shown = in_archive(json.dumps(summary), spool, task.grading_id)
-    notes_shown = in_archive(json.dumps(unpacked_notes + notes), spool, task.grading_id)
+    notes_shown = in_archive(json.dumps(unpacked_notes + graded.notes), spool, task.grading_id)
     return {"summary": shown, "notes": notes_shown}
-
-
-def _judge(
-    settings: Settings,
-    problem: Problem,
-    root: Path,
-    task: GradingTask,
-    *,
-    scoring: Scoring,
-    write: Callable[[grade_service.GradeRun], None],
-) -> tuple[grade_service.GradeRun, list[Test], Sequence[Submission], list[str]]:
-    """A grading of programs (progs/): judged by the workers in their sandboxes."""
-    judge = settings.judge.replaced(**json.loads(task.limits))
-    settings = settings.replaced(judge=judge)
-    tests = layout.tests_in(root / "tests")
-    programs, notes = find_programs(root / "progs", judge.languages)
-    run = grade_service.judge_programs(
-        settings,
-        problem,
-        tests,
-        programs,
-        scoring=scoring,
-        quiet=True,
-        keep_going=task.keep_going,
-        use=write,
-    )
-    return run, tests, run.contest.submissions, notes
 
 
 def in_archive(text: str, spool: Spool, grading_id: str) -> str:

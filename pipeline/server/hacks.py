@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -14,13 +15,13 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from pipeline.app.hack import HackRequest, hack
+from pipeline.app.judge import JudgeLimits
 from pipeline.config import Settings
 from pipeline.errors import UsageError
+from pipeline.games.problem import Problem
 from pipeline.games.registry import get_problem
-from pipeline.grading import layout
-from pipeline.hacking import report as hack_report
-from pipeline.hacking.search import Budget, hack
-from pipeline.judging.judge_service import find_programs
+from pipeline.hacking.hacks import Budget
 from pipeline.server import gradings
 from pipeline.server.auth import Caller
 from pipeline.server.context import ApiError, Service, needs
@@ -29,6 +30,8 @@ from pipeline.server.spool import Spool, SpoolFile
 from pipeline.server.uploads import receive
 from pipeline.store.jobstate import JobState
 from pipeline.store.records import Records
+
+log = logging.getLogger("gamebatch.server")
 
 # a search's parameters -> (type, default, lowest, highest)
 _SEARCH: dict[str, tuple[type, float, float, float]] = {
@@ -58,7 +61,8 @@ async def create(service: Service, request: Request, caller: Caller) -> Response
         existing = await run_in_threadpool(records.get, hack_id)
         if existing and existing.get("state") not in ("failed", "cancelled"):
             return JSONResponse(view(existing), 200)
-        await run_in_threadpool(gradings.unpack_into, service, received.path, hack_id, _check)
+        check = lambda root, settings: _check(problem, root, settings)  # noqa: E731
+        await run_in_threadpool(gradings.unpack_into, service, received.path, hack_id, check)
     finally:
         service.spool.discard(received.path)
     fields = {"problem": problem.name, "owner": caller.name, "size": str(received.size)}
@@ -86,16 +90,13 @@ def _search(params: dict[str, str]) -> dict[str, float]:
     return found
 
 
-def _check(root: Path, settings: Settings) -> None:
+def _check(problem: Problem, root: Path, settings: Settings) -> None:
     """An archive to search: progs/ and, when given, tests/."""
     if not (root / "progs").is_dir():
         raise UsageError("the archive needs a progs/ folder (and tests/, optional)")
-    if (root / "tests").exists():
-        layout.tests_in(root / "tests")
-    find_programs(root / "progs", settings.judge.languages)
-    hack_report.check_names(
-        p.contestant for p in find_programs(root / "progs", settings.judge.languages)[0]
-    )
+    tests = root / "tests" if (root / "tests").exists() else None
+    request = HackRequest(problem, root / "progs", tests)
+    request.prepare(settings, gradings.quiet, sandbox=False)
 
 
 def view(record: dict[str, str]) -> dict[str, Any]:
@@ -163,18 +164,18 @@ class HackTask:
     def _search(self, settings: Settings, spool: Spool) -> dict[str, str]:
         where = gradings.folder(spool, self.grading_id)
         root = where / "files"
-        judge = settings.judge.replaced(**json.loads(self.limits))
-        settings = settings.replaced(judge=judge)
-        problem = get_problem(self.problem)
-        tests = layout.tests_in(root / "tests") if (root / "tests").is_dir() else None
-        programs, _ = find_programs(root / "progs", judge.languages)
         given = json.loads(self.search)
-        budget = Budget(float(given["budget"]), int(given["cases"]), int(given["largest"]))
-        seed = int(given["seed"])
-        hacks = hack(settings, problem, programs, tests=tests, seed=seed, budget=budget, quiet=True)
-        hack_report.write_files(where / "out", problem, hacks)
-        hack_report.write_json(
-            where / "report.json", hack_report.document(problem, seed, budget, hacks)
+        request = HackRequest(
+            get_problem(self.problem),
+            root / "progs",
+            root / "tests" if (root / "tests").is_dir() else None,
+            int(given["seed"]),
+            Budget(float(given["budget"]), int(given["cases"]), int(given["largest"])),
+            JudgeLimits.of(json.loads(self.limits)),
+            where / "out",
+            where / "report.json",
+            quiet=True,
         )
-        summary = {"programs": len(hacks), "hacked": sum(h.hacked for h in hacks)}
+        found = hack(settings, request, lambda line: log.info("%s: %s", self.grading_id, line))
+        summary = {"programs": len(found.hacks), "hacked": sum(h.hacked for h in found.hacks)}
         return {"summary": json.dumps(summary)}

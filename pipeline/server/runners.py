@@ -1,5 +1,5 @@
 """Runner processes of the server: they read uploaded inputs and collect results through the
-service layer (the same `service.run` as `solve`), each following several jobs at once."""
+application layer (the same `run` as `solve`), each following several jobs at once."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from pipeline import service
+from pipeline.app.solve import FileJob, Solving, run
 from pipeline.children import tie_to_parent
 from pipeline.config import Settings
 from pipeline.games.registry import get_problem
@@ -166,15 +166,12 @@ def _solve(
     job_id, source = upload.job_id, spool.input(upload.job_id)
     progress = _EventProgress(records, job_id)
     arriving = spool.arriving(job_id, upload.arriving) if upload.arriving else None
-    outcome = service.run(
+    outcome = run(
         settings,
-        get_problem(upload.problem),
-        [service.FileJob(source, spool.result(job_id), arriving, upload.name, spooled=True)],
+        Solving(get_problem(upload.problem), upload.keep_going, upload.lane),
+        [FileJob(source, spool.result(job_id), arriving, upload.name, spooled=True)],
         lambda line: log.info("%s: %s", job_id, line),
-        quiet=True,
-        keep_going=upload.keep_going,
-        lane=upload.lane,
-        progress=progress,
+        progress,
     )[0]
     if outcome.error:
         return "failed", {"error": outcome.error.removeprefix("error: "), "exit_code": 2}

@@ -18,7 +18,7 @@ import h11
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from pipeline import service
+from pipeline.app.cluster import Cluster, cluster, workers_alive
 from pipeline.config import ServerSettings, Settings, TokenSetting, default_state_dir
 from pipeline.errors import UsageError
 from pipeline.server.app import create_app
@@ -66,7 +66,7 @@ def serve(settings: Settings, host: str, port: int, tokens: tuple[TokenSetting, 
     """Run the HTTP service until interrupted."""
     check_exposure(host, tokens)
     logging.basicConfig(level=logging.INFO, format="gamebatch serve: %(message)s")
-    with service.cluster(settings, lazy=False, watch=False) as c:
+    with cluster(settings, lazy=False, watch=False) as c:
         spool = Spool(spool_folder(settings), settings.server.body_timeout)
         spool.sweep_uploads()
         _sweep_unpacking(spool)
@@ -240,7 +240,7 @@ def _resume(records: Records, spool: Spool, runners: RunnerPool) -> None:
         )
 
 
-def _heal(c: service.Cluster, runners: RunnerPool, stop: threading.Event) -> None:
+def _heal(c: Cluster, runners: RunnerPool, stop: threading.Event) -> None:
     """Restart dead local workers (embedded default) and dead runners while the server runs;
     a dead runner's jobs go to the others."""
     while not stop.wait(1.0):
@@ -253,14 +253,14 @@ def _heal(c: service.Cluster, runners: RunnerPool, stop: threading.Event) -> Non
             log.exception("restarting local workers or runners")
 
 
-def _cached_workers(c: service.Cluster) -> object:
+def _cached_workers(c: Cluster) -> object:
     seen: dict[str, object] = {"at": 0.0, "names": []}
     lock = threading.Lock()
 
     def workers() -> list[str]:
         with lock:
             if time.monotonic() - float(str(seen["at"])) > _HEALTH_EVERY:
-                seen["names"] = service.workers_alive(c)
+                seen["names"] = workers_alive(c)
                 seen["at"] = time.monotonic()
             names = seen["names"]
             assert isinstance(names, list)

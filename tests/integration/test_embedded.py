@@ -246,7 +246,7 @@ def test_only_our_own_dead_commands_folders_are_swept(tmp_path: Path) -> None:
 
 
 def test_solve_passes_file_references_and_submit_the_bytes(tmp_path: Path) -> None:
-    from pipeline import service
+    from pipeline.app.cluster import cluster
     from pipeline.config import load_settings
     from pipeline.data import producer
     from pipeline.data.messages import FilePayload, SlicePayload, decode_payload
@@ -257,7 +257,7 @@ def test_solve_passes_file_references_and_submit_the_bytes(tmp_path: Path) -> No
     kinds = {}
     for workers, state in ((True, "a"), (False, "b")):  # a waiting command, a detached submit
         settings = load_settings(state_dir=str(tmp_path / state), warm_seconds=0)
-        with service.cluster(settings, workers=workers) as c:
+        with cluster(settings, workers=workers) as c:
             job = producer.submit(problem, path, c.store, lambda j, i: None, c.settings)
             kinds[workers] = type(decode_payload(c.store.chunk_payload(job.job_id, 0) or b""))
     assert kinds == {True: FilePayload, False: SlicePayload}

@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 import redis
 
+from pipeline.app.verdict_job import KEPT_SECONDS as COMPARE_KEPT_SECONDS
 from pipeline.children import terminate
 from pipeline.games.registry import get_problem
-from pipeline.grade_service import COMPARE_KEPT_SECONDS
 from pipeline.local.redis_server import RedisServer
 from tests.conftest import Workers
 from tests.helpers import answers, command_env, input_text, parse, random_cases

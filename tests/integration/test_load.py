@@ -12,11 +12,12 @@ from pathlib import Path
 
 import redis
 
-from pipeline import service
+from pipeline.app.solve import FileJob, Solving, run
 from pipeline.config import load_settings
 from pipeline.games.registry import get_problem
 from pipeline.jobs.recovery import sweep
 from pipeline.local.redis_server import RedisServer
+from pipeline.progress import ProgressBar
 from pipeline.store import keys
 from pipeline.store.jobstate import JobState
 from pipeline.store.jobstore import SWEEP_FURTHER, JobStore
@@ -93,9 +94,10 @@ def test_a_thousand_small_jobs_from_twenty_clients(
 
     def one_client(mine: list[Path]) -> None:
         outputs = {p: io.StringIO() for p in mine}
-        files = [service.FileJob(p, outputs[p]) for p in mine]
+        files = [FileJob(p, outputs[p]) for p in mine]
         try:
-            status = service.solve(settings, problem, files, failures.append, quiet=True)
+            done = run(settings, Solving(problem), files, failures.append, ProgressBar("t", False))
+            status = max((o.status if o.error or o.invalid else 0 for o in done), default=0)
         except Exception as exc:  # reported below with the others
             failures.append(f"{type(exc).__name__}: {exc}")
             return

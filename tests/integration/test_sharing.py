@@ -10,12 +10,14 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.app.cluster import Cluster
+from pipeline.app.collect import wait
+from pipeline.app.solve import FileJob, Solving, run_on
 from pipeline.config import LANES, Settings, lane_queue
 from pipeline.data import producer
 from pipeline.games.registry import get_problem
 from pipeline.local.redis_server import RedisServer
 from pipeline.progress import ProgressBar
-from pipeline.service import Cluster, FileJob, run_on, wait
 from pipeline.store.jobstate import JobState
 from pipeline.store.jobstore import JobStore
 from tests.conftest import Workers
@@ -109,15 +111,8 @@ def test_a_production_whose_end_redis_lost_is_read_again(
 
     monkeypatch.setattr(c.store, "finish_production", lose_the_first)
     notes: list[str] = []
-    outcomes = run_on(
-        c,
-        problem,
-        [FileJob(path, out)],
-        notes.append,
-        keep_going=False,
-        lane="auto",
-        progress=ProgressBar("t", enabled=False),
-    )
+    progress = ProgressBar("t", enabled=False)
+    outcomes = run_on(c, Solving(problem), [FileJob(path, out)], notes.append, progress)
     assert outcomes[0].error is None and lost
     assert out.read_text() == answers(problem, path.read_text())
     assert notes == [f"note: Redis lost job {lost[0]}; reading {path} again"]

@@ -246,8 +246,10 @@ def test_the_progress_line_counts_files_and_cases() -> None:
 def test_files_looked_up_in_batches_get_what_one_batch_gets(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from pipeline import grade_service
+    from pipeline.app.grade import compare_here
+    from pipeline.grading import answers as grading_answers
     from pipeline.grading import layout
+    from pipeline.grading import run as grading_run
     from pipeline.grading.rules import Submission
     from pipeline.grading.verdict_store import MemoryVerdicts
 
@@ -272,12 +274,12 @@ def test_files_looked_up_in_batches_get_what_one_batch_gets(
     assert subs[1] == Submission("c0", "t2", None, "c0/t2.out") and subs[-1].contestant == "c6"
 
     def graded(batch: int) -> tuple[list[object], list[object]]:
-        monkeypatch.setattr(grade_service, "LOOKUP_FILES", batch)
-        found = grade_service._found(STRGAME, tests, lambda todo: [], keep_going=False)
-        contest = grade_service.Contest(STRGAME, tests, subs, Scoring(), False)
+        monkeypatch.setattr(grading_run, "LOOKUP_FILES", batch)
+        found = grading_answers.expected(STRGAME, tests, lambda todo: [], keep_going=False)
+        contest = grading_run.Contest(STRGAME, tests, subs, Scoring(), False)
         store = MemoryVerdicts()
-        run = grade_service._run(
-            contest, found, store, lambda todo: grade_service._compare_here(todo, contest)
+        run = grading_run.grade_files(
+            contest, found, store, lambda todo: compare_here(todo, contest)
         )
         return [(s.label, v.codes if v else None) for s, v in run.graded()], run.standings
 

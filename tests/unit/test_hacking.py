@@ -18,7 +18,7 @@ from pipeline.games.toolkit import SMALL, is_valid
 from pipeline.grading import layout
 from pipeline.grading.rules import Verdict
 from pipeline.hacking import plan, report
-from pipeline.hacking.search import Budget, Hack
+from pipeline.hacking.hacks import Budget, Hack
 
 STRGAME, PATHGAME = get_problem("strgame"), get_problem("pathgame")
 

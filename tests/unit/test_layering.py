@@ -24,16 +24,15 @@ ROOMS: list[tuple[str, ...]] = [
     ("pipeline.data",),
     ("pipeline.jobs",),
     ("pipeline.grading",),
+    ("pipeline.hacking",),
     ("pipeline.judging",),
     ("workers",),
     ("pipeline.local",),
-    ("pipeline.service",),
-    ("pipeline.grade_service",),
-    ("pipeline.hacking",),
+    ("pipeline.app",),
     ("pipeline.client",),
     ("pipeline.server",),
     ("pipeline.cli",),
-    ("pipeline.launch", "pipeline.warm_service"),
+    ("pipeline.launch",),
 ]
 PACKAGES = ("pipeline", "workers", "benchmarks")
 
@@ -164,3 +163,46 @@ def test_the_checks_see_a_planted_upward_import_and_circle() -> None:
     planted["benchmarks.gate"].add("benchmarks.gate_helper")
     planted["benchmarks.gate_helper"] = {"benchmarks.gate"}
     assert circles(planted) == [["benchmarks.gate", "benchmarks.gate_helper"]]
+
+
+def room_name(floor: int) -> str:
+    """A room as package docstrings name it: `ground`, `config`, or its package's name."""
+    return "ground" if floor == 0 else ROOMS[floor][0].rpartition(".")[2]
+
+
+def rooms_imported(package: str, graph: dict[str, set[str]]) -> set[str]:
+    """The rooms that a package's modules import, besides its own."""
+    own = room(package)
+    return {
+        room_name(there)
+        for name, targets in graph.items()
+        if name == package or name.startswith(package + ".")
+        for target in targets
+        if (there := room(target)) is not None and there != own
+    }
+
+
+def said_imports(face: Path) -> set[str]:
+    """The rooms a package docstring's `Imports:` line names."""
+    docstring = ast.get_docstring(ast.parse(face.read_text())) or ""
+    found = [part for part in docstring.split("\n\n") if part.startswith("Imports:")]
+    assert len(found) == 1, f"{face}: one paragraph 'Imports: room, room, ...'"
+    listed = found[0].removeprefix("Imports:").replace("\n", " ").split(",")
+    return {word.strip(" .") for word in listed if word.strip(" .")}
+
+
+def test_each_package_docstring_names_the_rooms_it_imports() -> None:
+    wrong = {}
+    for face in sorted((ROOT / "pipeline").glob("*/__init__.py")):
+        package = f"pipeline.{face.parent.name}"
+        said, real = said_imports(face), rooms_imported(package, GRAPH)
+        if said != real:
+            wrong[package] = {"said": sorted(said), "imports": sorted(real)}
+    assert wrong == {}
+
+
+def test_the_docstring_check_sees_a_room_not_named() -> None:
+    planted = {name: set(targets) for name, targets in GRAPH.items()}
+    planted["pipeline.games.problem"].add("pipeline.store.keys")
+    assert "store" in rooms_imported("pipeline.games", planted)
+    assert "store" not in said_imports(ROOT / "pipeline" / "games" / "__init__.py")

@@ -3,7 +3,8 @@ module loaded, and runs each command it is sent in a forked process, until it ha
 for `warm_seconds`.
 
 Started in the background by a command that owned the folder's Redis (`python -m
-pipeline.warm_service FOLDER SECONDS`); it gives up at once when another command owns
+pipeline.launch --warm-service FOLDER SECONDS`, which hands it the command line to run); it
+gives up at once when another command owns
 the folder by then. Only the user who owns it can connect (its socket is 0600 in the state
 folder, and the peer's user id is checked).
 """
@@ -26,6 +27,7 @@ import tempfile
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -38,11 +40,18 @@ from pipeline.local.workers import start_worker
 _MAX_WORKER_RESTARTS = 3
 
 
-class Service:
-    """The listening socket, the Redis it owns and the commands it has forked."""
+Command = Callable[[list[str]], int]  # runs one command line: its exit status
 
-    def __init__(self, folder: Path, seconds: float) -> None:
+
+class WarmService:
+    """The listening socket, the Redis it owns and the commands it has forked; `command` runs
+    each command line it is sent (in a fork, after `preload` loaded what commands use)."""
+
+    def __init__(
+        self, folder: Path, seconds: float, command: Command, preload: Callable[[], None]
+    ) -> None:
         self.folder, self.seconds = folder, seconds
+        self.command, self.preload = command, preload
         self.state = StateDir(folder)
         self.redis: RedisServer | None = None
         self.listener: socket.socket | None = None
@@ -68,7 +77,7 @@ class Service:
                 tie_to_parent=True,
             ).start()
             self.state.publish(self.redis.port)
-            _preload()
+            _preload(self.preload)
             self._start_workers()  # announced before anyone can connect: a command finds them
             self.listener = _listen(self.folder / warm.SOCKET_NAME)
             self.home = self._where()
@@ -214,25 +223,9 @@ def _inode(path: Path) -> _Inode:
     return found.st_dev, found.st_ino
 
 
-def _preload() -> None:
+def _preload(load: Callable[[], None]) -> None:
     """Import what commands use, so that a forked command starts with it loaded."""
-    import tqdm  # a progress bar on a terminal
-
-    import pipeline.cli
-    import pipeline.grade_service
-    import pipeline.grading.layout
-    import pipeline.grading.reports
-    import pipeline.grading.scoring
-    import pipeline.service
-    import workers.celery_app  # queueing a big input's chunks
-    import workers.runner
-    from pipeline import escape
-    from pipeline.games.registry import registry
-
-    registry()
-    pipeline.grading.reports.rendering()  # computed once here, not in every grading
-    escape.xml("")  # its pattern compiled
-    del pipeline, workers, tqdm
+    load()
     gc.collect()
     gc.freeze()  # what is loaded now is never scanned again by a command's collections
 
@@ -275,7 +268,9 @@ def _receive(conn: socket.socket) -> tuple[dict[str, Any], list[int]]:
     return json.loads(body), fds
 
 
-def _child(service: Service, conn: socket.socket, request: dict[str, Any], fds: list[int]) -> None:
+def _child(
+    service: WarmService, conn: socket.socket, request: dict[str, Any], fds: list[int]
+) -> None:
     """In the forked process: become the caller's command, run it, send its exit status."""
     status = 1
     try:
@@ -287,20 +282,18 @@ def _child(service: Service, conn: socket.socket, request: dict[str, Any], fds: 
             signal.signal(sig, _interrupted)
         _leave_service(service)
         _become_caller(request, fds)
-        status = _command(conn, request["argv"])
+        status = _command(conn, service.command, request["argv"])
         conn.sendall(warm._STATUS.pack(status))
     finally:
         os._exit(status & 0xFF)  # what the service's log shows
 
 
-def _command(conn: socket.socket, argv: list[str]) -> int:
+def _command(conn: socket.socket, command: Command, argv: list[str]) -> int:
     """Run the command, taking the signals its caller passes on: its exit status."""
     finished = threading.Event()
     try:
         threading.Thread(target=_signals_from, args=(conn, finished), daemon=True).start()
-        from pipeline import cli
-
-        return cli.main(argv)
+        return command(argv)
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 1
     except KeyboardInterrupt:  # a signal passed on before the command took its signals
@@ -327,7 +320,7 @@ def _interrupted(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
-def _leave_service(service: Service) -> None:
+def _leave_service(service: WarmService) -> None:
     """Drop what belongs to the service: its socket and its hold on the folder."""
     if service.listener is not None:
         service.listener.close()
@@ -380,14 +373,9 @@ def _signals_from(conn: socket.socket, finished: threading.Event) -> None:
             os.kill(os.getpid(), signum)
 
 
-def main() -> None:
-    """`python -m pipeline.warm_service FOLDER SECONDS`."""
-    folder, seconds = Path(sys.argv[1]), float(sys.argv[2])
-    service = Service(folder, seconds)
+def serve(folder: Path, seconds: float, command: Command, preload: Callable[[], None]) -> None:
+    """Serve the state folder until idle (or SIGTERM)."""
+    service = WarmService(folder, seconds, command, preload)
     signal.signal(signal.SIGTERM, lambda n, f: setattr(service, "stopping", True))
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     service.run()
-
-
-if __name__ == "__main__":
-    main()

@@ -1,24 +1,30 @@
-"""The hack search on the cluster: each round's cases written as one test and judged, for
-every contestant still unhacked, by the workers in their sandboxes (`grade_service.judge_on`:
-chunks leased, retried and spread like any other job's); a failing case then shrunk, on the
-workers too, while it fails the same way."""
+"""Hacking: each round's cases written as one test and judged, for every contestant still
+unhacked, by the workers in their sandboxes (`judge_on`: chunks leased, retried and spread
+like any other job's); a failing case then shrunk, on the workers too, while it fails the
+same way. The `hack` workflow."""
 
 from __future__ import annotations
 
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, TextIO
 
-from pipeline import grade_service, service
+from pipeline.app.cluster import Cluster, cluster
+from pipeline.app.judge import JudgeLimits, Judgment, Prepared, judge_on, prepare
+from pipeline.app.solve import Report
 from pipeline.config import Settings
+from pipeline.data.files import check_output
 from pipeline.data.messages import ANSWER_CODES
-from pipeline.errors import GamebatchError
+from pipeline.errors import GamebatchError, UsageError
 from pipeline.games.problem import Case, Problem
-from pipeline.grading.rules import Scoring, Test, Verdict
+from pipeline.grading.rules import Test, Verdict
 from pipeline.grading.verdicts import CODES, VERDICT_OF, FileVerdicts
 from pipeline.hacking import plan
-from pipeline.judging.judge_service import Program
+from pipeline.hacking import report as hack_report
+from pipeline.hacking.hacks import Budget, Hack
+from pipeline.judging.programs import Program
 from pipeline.progress import ProgressBar
 
 MOST_SHRINK_STEPS = 60  # a plugin's shrink might go on for long
@@ -30,63 +36,92 @@ SAY_EVERY = 10.0  # seconds between rounds' lines, unless a round hacked someone
 
 
 @dataclass(frozen=True)
-class Budget:
-    """How long the search goes on: seconds in all, cases per contestant, the largest size."""
+class HackRequest:
+    """`hack`: every program of `programs` searched (with `tests`, only those they accept)
+    within `budget`; the counterexamples written to `out`, the JSON report to `json`, the
+    summary to `summary`."""
 
-    seconds: float
-    cases: int
-    largest: int
+    problem: Problem
+    programs: Path
+    tests: Path | None = None
+    seed: int = 1
+    budget: Budget = field(default_factory=lambda: Budget(120, 10_000, 200))
+    limits: JudgeLimits = field(default_factory=JudgeLimits)
+    out: Path = Path("hacks")
+    json: Path | None = None
+    summary: TextIO | None = None
+    quiet: bool = False
+
+    def __post_init__(self) -> None:
+        for flag, value in (("--budget", self.budget.seconds), ("--cases", self.budget.cases)):
+            if value <= 0:
+                raise UsageError(f"{flag} must be positive")
+        if self.budget.largest < 1:
+            raise UsageError("--largest must be at least 1")
+
+    def prepare(self, settings: Settings, report: Report, *, sandbox: bool = True) -> Prepared:
+        """The set-up, before any work: contestants' names fit for file names, the JSON
+        report writable."""
+        prepared = prepare(
+            settings, self.limits, self.tests, self.programs, report, sandbox=sandbox
+        )
+        hack_report.check_names(p.contestant for p in prepared.programs)
+        if self.json is not None:
+            check_output(self.json)
+        return prepared
+
+    def write(self, hacks: list[Hack], doc: dict[str, Any]) -> None:
+        """The counterexamples, the JSON report and the summary, where asked."""
+        hack_report.write_files(self.out, self.problem, hacks)
+        if self.json is not None:
+            hack_report.write_json(self.json, doc)
+        if self.summary is not None:
+            hack_report.summary(self.summary, self.problem, hacks)
 
 
-@dataclass
-class Hack:
-    """What the search found for one contestant."""
+@dataclass(frozen=True)
+class Hacked:
+    """What a search found: its JSON report, and each contestant's hack."""
 
-    contestant: str
-    cases_tried: int = 0
-    seconds: float = 0.0
-    verdict: Verdict | None = None  # None: not hacked
-    case: Case | None = None
-    expected: str | None = None
-    found: str | None = None  # what the program printed (WA, PE), or how its run ended
-    size: int = 0  # the size of the round that found it
-    checked: bool = False  # its answer also found by exhaustive search (and its shrinks')
-    shrink_steps: int = 0
-    skipped: str | None = None  # why it was not searched (a compile error, failed tests)
+    doc: dict[str, Any]
+    hacks: list[Hack]
 
     @property
-    def hacked(self) -> bool:
-        """Whether a failing input was found."""
-        return self.verdict is not None and self.case is not None
+    def status(self) -> int:
+        """1 when some program was hacked, else 0."""
+        return 1 if any(h.hacked for h in self.hacks) else 0
 
 
-def hack(
-    settings: Settings,
-    problem: Problem,
-    programs: list[Program],
-    *,
-    tests: list[Test] | None,
-    seed: int,
-    budget: Budget,
-    quiet: bool = False,
+def hack(settings: Settings, request: HackRequest, report: Report) -> Hacked:
+    """The `hack` workflow: the search on the cluster, then its files and summary."""
+    prepared = request.prepare(settings, report)
+    hacks = search(prepared, request.problem, request.seed, request.budget, request.quiet)
+    doc = hack_report.document(request.problem, request.seed, request.budget, hacks)
+    request.write(hacks, doc)
+    return Hacked(doc, hacks)
+
+
+def search(
+    prepared: Prepared, problem: Problem, seed: int, budget: Budget, quiet: bool
 ) -> list[Hack]:
-    """Search every program (with `tests`, only those the tests accept) for an input it
-    fails, then shrink what was found; the hacks in the order of `programs`."""
+    """Search every program (with tests, only those the tests accept) for an input it
+    fails, then shrink what was found; the hacks in the order of the programs."""
+    programs, tests = prepared.programs, prepared.tests
     hacks = {p.contestant: Hack(p.contestant) for p in programs}
     progress = ProgressBar("hack", enabled=not quiet)
     start = time.monotonic()
     try:
         with (
             tempfile.TemporaryDirectory(prefix="gamebatch-hack-") as folder,
-            service.cluster(settings) as c,
+            cluster(prepared.settings) as c,
         ):
-            search = _Search(c, problem, Path(folder), progress)
-            searching = search.screen(programs, tests, hacks) if tests else list(programs)
-            search.rounds(searching, hacks, seed, budget, start + budget.seconds)
+            found = _Search(c, problem, Path(folder), progress)
+            searching = found.screen(programs, tests, hacks) if tests else list(programs)
+            found.rounds(searching, hacks, seed, budget, start + budget.seconds)
             deadline = start + budget.seconds * (1 + SHRINK_SHARE)
             for program in programs:
                 if hacks[program.contestant].hacked:
-                    search.shrink(program, hacks[program.contestant], deadline)
+                    found.shrink(program, hacks[program.contestant], deadline)
     finally:
         progress.close()
     return [hacks[p.contestant] for p in programs]
@@ -97,7 +132,7 @@ class _Search:
 
     def __init__(
         self,
-        c: service.Cluster,
+        c: Cluster,
         problem: Problem,
         work: Path,
         progress: ProgressBar,
@@ -110,9 +145,7 @@ class _Search:
         self, programs: list[Program], tests: list[Test], hacks: dict[str, Hack]
     ) -> list[Program]:
         """The programs that the contest's tests accept; the others are marked skipped."""
-        run = grade_service.judge_on(
-            self.c, self.problem, tests, programs, scoring=Scoring(), progress=self.progress
-        )
+        run = judge_on(self.c, Judgment(self.problem), tests, programs, self.progress)
         failed: dict[str, str] = {}
         for sub, verdicts in run.graded():
             if verdicts is None:
@@ -198,15 +231,8 @@ class _Search:
         none after its first failing case)."""
         self.tests += 1
         test = _write_test(self.work / f"t{self.tests}", self.problem, cases, checked)
-        run = grade_service.judge_on(
-            self.c,
-            self.problem,
-            [test],
-            programs,
-            scoring=Scoring(),
-            progress=self.progress,
-            lazy=lazy,
-        )
+        how = Judgment(self.problem, lazy=lazy)
+        run = judge_on(self.c, how, [test], programs, self.progress)
         verdicts = {}
         for sub, got in run.graded():
             if got is None:

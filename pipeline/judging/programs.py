@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import subprocess
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -14,7 +14,7 @@ from pathlib import Path
 from pipeline import escape
 from pipeline.config import JudgeSettings, LanguageSetting
 from pipeline.data.messages import JudgePayload
-from pipeline.data.producer import Window
+from pipeline.data.producer import Queuer, Send, Window
 from pipeline.errors import UsageError
 from pipeline.games.problem import Problem
 from pipeline.games.reader import read_cases
@@ -124,7 +124,7 @@ class Chunks:
     def produce(
         self,
         store: Store,
-        send: Callable[[str, int], None],
+        send: Send,
         job_id: str,
         todo: Sequence[comparing.Output],
         window: Window | None,
@@ -140,14 +140,10 @@ class Chunks:
                 plan.append((piece, count, number, first, end))
                 count += 1
         answered, sources = store.answered(job_id), _Sources(self.settings)
+        queue = Queuer(store, send, job_id, window)
         for _, index, number, first, end in sorted(plan):
-            if index in answered:
-                continue
-            payload = self._payload(todo[number], number, first, end, sources)
-            store.put_chunk(job_id, index, payload)
-            send(job_id, index)
-            if window is not None:
-                window.add(index, len(payload))
+            if index not in answered:
+                queue.put(index, self._payload(todo[number], number, first, end, sources))
         return count, sum(len(self.case_texts(o.test)) for o in todo if o.test is not None)
 
     def _payload(

@@ -1,0 +1,65 @@
+"""One verdict job's life, for comparing outputs, judging programs and hacking alike: named by
+its files, opened (or found done), produced within a window, waited for, its verdicts
+gathered per file, then kept a short while."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+
+from pipeline.app.cluster import Cluster
+from pipeline.app.collect import wait
+from pipeline.data.producer import Send, Window
+from pipeline.errors import UsageError
+from pipeline.grading import comparing
+from pipeline.grading.verdicts import FileVerdicts
+from pipeline.progress import ProgressBar
+from pipeline.store.jobstate import JobCounters
+
+KEPT_SECONDS = 600  # a gathered verdict job, for gradings of the same files
+
+Produce = Callable[[Send, Window | None], tuple[int, int]]
+"""Queue the job's chunks without verdicts through `send` (within the window): (chunks, cases)."""
+
+
+@dataclass(frozen=True)
+class VerdictJob:
+    """What kind of verdict job, of which game, and how its chunks are cut."""
+
+    kind: str  # "compare" or "judge"
+    problem: str
+    max_cases: int  # cases of a chunk at most
+    programs: int = 0  # a judging's programs
+
+
+def verdicts(
+    c: Cluster,
+    job: VerdictJob,
+    todo: Sequence[comparing.Output],
+    produce: Produce,
+    progress: ProgressBar,
+    *,
+    send: Send | None = None,
+    done: Callable[[JobCounters], None] = lambda counters: None,
+) -> Iterator[FileVerdicts]:
+    """The verdicts of `todo`, in order, from one job on the cluster; `send` queues its chunks
+    (default: to the workers), and `done` hears the job's counters once every chunk is done."""
+    job_id = comparing.job_id_for(job.problem, todo, kind=job.kind)
+    s, store = c.settings, c.store
+    opened = comparing.open_job(
+        store, job_id, job.problem, len(todo), job.max_cases, kind=job.kind, programs=job.programs
+    )
+    if not opened:
+        window = Window(store, job_id, s, lambda p: c.check(), chunks=s.chunk.window)
+        try:
+            chunks, cases = produce(send or c.send, window if s.chunk.window else None)
+        except UsageError:
+            store.delete(job_id)
+            raise
+        comparing.finish_production(store, job_id, chunks, cases)
+    done(wait(c, job_id, timeout=None, progress=progress))
+    yield from comparing.gather(store, job_id, todo)
+    # the files' verdicts are kept by their keys now: the job is needed only by another
+    # grading of the same files that waits on it too, so it expires soon (were the last
+    # verdicts not stored after all, a re-run compares just those again)
+    store.finish(job_id, KEPT_SECONDS)
