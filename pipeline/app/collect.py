@@ -10,6 +10,8 @@ from functools import partial
 from pathlib import Path
 from typing import TextIO
 
+import msgspec
+
 from pipeline import escape
 from pipeline.app.cluster import Cluster
 from pipeline.data import collector, files
@@ -61,9 +63,8 @@ def collect_job(c: Cluster, request: CollectRequest) -> Collected:
     counters = c.store.progress(request.job)
     progress.add_total(counters.total or 0 if counters else 0)
     try:
-        _, invalid = write_result(
-            c, problem, request.job, request.output, timeout=request.timeout, progress=progress
-        )
+        waiting = Waiting(progress, request.timeout)
+        _, invalid = write_result(c, problem, request.job, request.output, waiting)
     finally:
         progress.close()
     if not invalid:
@@ -72,25 +73,33 @@ def collect_job(c: Cluster, request: CollectRequest) -> Collected:
     return Collected(invalid, f"invalid cases marked {INVALID_WORD} (listed in {where})")
 
 
+def _no_work() -> bool:
+    return False
+
+
+class Waiting(msgspec.Struct, frozen=True):
+    """How a command waits for a job: its progress display, for how long (None: as long as
+    it takes), what it does meanwhile (`idle`, see `wait`), and whether it queued the job
+    itself (`produced`)."""
+
+    progress: ProgressBar
+    timeout: float | None = None
+    idle: Callable[[], bool] = _no_work
+    produced: bool = False
+
+
 def write_result(
-    c: Cluster,
-    problem: Problem,
-    job_id: str,
-    output: Place | TextIO | None,
-    *,
-    timeout: float | None,
-    progress: ProgressBar,
-    idle: Callable[[], bool] = lambda: False,
-    produced: bool = False,
+    c: Cluster, problem: Problem, job_id: str, output: Place | TextIO | None, waiting: Waiting
 ) -> tuple[JobCounters, int]:
     """Wait for a job, write its result file (or standard output); count invalid cases.
-    `idle` is given the time spent waiting, and `produced` says this command queued the
-    job (see `wait`).
 
     With invalid cases (keep-going mode) their errors go to OUTPUT.errors (or stderr).
     """
+    w = waiting
     try:
-        done = wait(c, job_id, timeout=timeout, progress=progress, idle=idle, produced=produced)
+        done = wait(
+            c, job_id, timeout=w.timeout, progress=w.progress, idle=w.idle, produced=w.produced
+        )
     except (JobFailed, JobCancelled):
         drop_payload(c.store, job_id)
         raise

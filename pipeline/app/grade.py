@@ -18,7 +18,7 @@ from pipeline.app.verdict_job import VerdictJob, verdicts
 from pipeline.config import Settings
 from pipeline.data.files import check_input
 from pipeline.data.messages import ComparePayload, Segment
-from pipeline.data.producer import Send, Window
+from pipeline.data.producer import Queuer
 from pipeline.errors import UsageError
 from pipeline.games.problem import Problem
 from pipeline.grading import answers, comparing, layout
@@ -206,15 +206,12 @@ def _compare_on(
     runner and records, as it is produced (no worker has to start)."""
     problem, s = contest.problem.name, c.settings
 
-    def produce(send: Send, window: Window | None) -> tuple[int, int]:
+    def produce(queue: Queuer) -> tuple[int, int]:
         return comparing.produce(
-            c.store,
-            send,
-            comparing.job_id_for(problem, todo),
+            queue,
             todo,
             problem=problem,
             ignore_case=contest.ignore_case,
-            window=window,
             on_cases=progress.add_total,
             on_file=lambda n: progress.set_files(n, len(todo)),
         )

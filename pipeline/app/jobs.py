@@ -46,9 +46,8 @@ def submit(settings: Settings, request: SubmitRequest) -> Queued:
     check_readable(request.input)
     with cluster(settings, workers=False) as c:
         lane = producer.choose_lane(request.input, c.settings, request.lane)
-        job = producer.submit(
-            request.problem, request.input, c.store, c.send, c.settings, lane=lane
-        )
+        how = producer.Production(lane=lane)
+        job = producer.submit(request.problem, request.input, c.store, c.send, c.settings, how=how)
     return Queued(job.job_id, f"{job.total} cases in {job.chunks} chunks ({job.queued} queued)")
 
 

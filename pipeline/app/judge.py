@@ -14,7 +14,7 @@ from pipeline.app.grade import Graded, Reporting, cluster_solver, write_reports
 from pipeline.app.solve import Report
 from pipeline.app.verdict_job import VerdictJob, verdicts
 from pipeline.config import Settings
-from pipeline.data.producer import Send, Window
+from pipeline.data.producer import Queuer
 from pipeline.errors import UsageError
 from pipeline.games.problem import Problem
 from pipeline.grading import answers, comparing, layout
@@ -185,10 +185,9 @@ def _judged(
 ) -> Iterator[FileVerdicts]:
     """The verdicts of `todo`, judged by the cluster's workers in one judging job (whose
     counters `done` hears)."""
-    job_id = comparing.job_id_for(chunks.problem.name, todo, kind="judge")
 
-    def produce(send: Send, window: Window | None) -> tuple[int, int]:
-        count, cases = chunks.produce(c.store, send, job_id, todo, window)
+    def produce(queue: Queuer) -> tuple[int, int]:
+        count, cases = chunks.produce(queue, todo)
         progress.add_total(cases)
         return count, cases
 

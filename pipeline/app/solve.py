@@ -14,7 +14,7 @@ from typing import TextIO
 import msgspec
 
 from pipeline.app.cluster import Cluster, cluster
-from pipeline.app.collect import errors_file, write_result
+from pipeline.app.collect import Waiting, errors_file, write_result
 from pipeline.config import Settings
 from pipeline.data import objects, producer
 from pipeline.data.collector import INVALID_WORD
@@ -290,15 +290,17 @@ class _SolveRun:
                     c.store,
                     send,
                     c.settings,
-                    window=c.settings.chunk.window,
-                    keep_going=self.keep_going,
-                    lane=producer.choose_lane(item.input, c.settings, self.lane),
-                    on_cases=self.progress.add_total,
-                    on_progress=on_progress,
-                    source=item.source,
-                    name=item.name,
-                    spooled=item.spooled,
-                    stored=stored,
+                    how=producer.Production(
+                        c.settings.chunk.window,
+                        producer.choose_lane(item.input, c.settings, self.lane),
+                        self.keep_going,
+                        self.progress.add_total,
+                        on_progress,
+                        item.source,
+                        item.name,
+                        item.spooled,
+                        stored,
+                    ),
                 ),
             )
 
@@ -336,16 +338,8 @@ class _SolveRun:
         number of invalid cases."""
         for attempt in range(1, producer.LOST_JOB_RETRIES + 1):
             try:
-                _, invalid = write_result(
-                    self.c,
-                    self.problem,
-                    job.job_id,
-                    item.output,
-                    timeout=None,
-                    progress=self.progress,
-                    idle=self._idle(item, job.job_id),
-                    produced=True,
-                )
+                waiting = Waiting(self.progress, idle=self._idle(item, job.job_id), produced=True)
+                _, invalid = write_result(self.c, self.problem, job.job_id, item.output, waiting)
                 return invalid
             except JobLost:
                 if attempt == producer.LOST_JOB_RETRIES:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from pipeline.app.cluster import Cluster
 from pipeline.app.collect import wait
-from pipeline.data.producer import Send, Window
+from pipeline.data.producer import Queuer, Send, Window
 from pipeline.errors import UsageError
 from pipeline.grading import comparing
 from pipeline.grading.verdicts import FileVerdicts
@@ -18,8 +18,8 @@ from pipeline.store.jobstate import JobCounters
 
 KEPT_SECONDS = 600  # a gathered verdict job, for gradings of the same files
 
-Produce = Callable[[Send, Window | None], tuple[int, int]]
-"""Queue the job's chunks without verdicts through `send` (within the window): (chunks, cases)."""
+Produce = Callable[[Queuer], tuple[int, int]]
+"""Queue the job's chunks without verdicts through the queuer: (chunks, cases)."""
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,8 @@ def verdicts(
     if not opened:
         window = Window(store, job_id, s, lambda p: c.check(), chunks=s.chunk.window)
         try:
-            chunks, cases = produce(send or c.send, window if s.chunk.window else None)
+            queue = Queuer(store, send or c.send, job_id, window if s.chunk.window else None)
+            chunks, cases = produce(queue)
         except UsageError:
             store.delete(job_id)
             raise

@@ -7,13 +7,26 @@ import argparse
 import os
 import sys
 from functools import cached_property
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pipeline.data.objects import ObjectUrl, place
 from pipeline.errors import UsageError
 
 if TYPE_CHECKING:
     from pipeline.app.backend import Backend
     from pipeline.config import Settings
+
+
+PLACES_HELP = "a file, or an object's URL (s3://BUCKET/KEY, gs://, https://, file://)"
+
+
+def place_argument(text: str) -> Path | ObjectUrl:
+    """A command line's file or URL (pipeline.data.objects.place), refused as argparse refuses."""
+    try:
+        return place(text)
+    except UsageError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def err(line: str) -> None:

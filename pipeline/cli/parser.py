@@ -6,11 +6,13 @@ import argparse
 from pathlib import Path
 from typing import Any, NoReturn
 
-from pipeline.data.objects import ObjectUrl, place
-from pipeline.errors import UsageError
+from pipeline.cli.front import PLACES_HELP, place_argument
 
 PROBLEMS_HELP = "the game: strgame, pathgame, or any registered plugin"
 RECENT_FINISHED = 20  # finished jobs `status` lists without --all (the unfinished: all)
+WITH_WORKERS = "; default: an embedded Redis with local workers"
+EMBEDDED = "; default: the embedded Redis"
+DIR: dict[str, Any] = {"type": Path, "metavar": "DIR"}  # a folder argument
 
 
 class _Parser(argparse.ArgumentParser):
@@ -27,21 +29,27 @@ def parser() -> argparse.ArgumentParser:
         description="Solve multi-case combinatorial-game files on Celery workers over Redis.",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    _pipeline_commands(sub)
+    _solve_command(sub)
+    _job_commands(sub)
+    _service_commands(sub)
     _grading_commands(sub)
     _hack_command(sub)
     _toolkit_commands(sub)
     return parser
 
 
-def _command(sub: Any, name: str, help_: str, *, broker: str = "") -> argparse.ArgumentParser:
-    """A subcommand with --config, and --broker unless `broker` is empty."""
+def _command(
+    sub: Any, name: str, help_: str, *, broker: str = "", problem: bool = False
+) -> argparse.ArgumentParser:
+    """A subcommand with --config, --broker unless `broker` is empty, and -p if `problem`."""
     p: argparse.ArgumentParser = sub.add_parser(name, help=help_, description=help_)
     p.add_argument("--config", metavar="FILE", help="YAML settings (or GAMEBATCH_CONFIG)")
     if broker:
         p.add_argument(
             "--broker", metavar="URL", help=f"Redis URL (or GAMEBATCH_BROKER_URL){broker}"
         )
+    if problem:
+        p.add_argument("-p", "--problem", required=True, help=PROBLEMS_HELP)
     return p
 
 
@@ -54,7 +62,8 @@ def _server_options(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _wait_option(p: argparse.ArgumentParser) -> None:
+def _follow_options(p: argparse.ArgumentParser) -> None:
+    """What a command that waits for its work is told: how long to wait, quiet, a server."""
     p.add_argument(
         "--wait-for-workers",
         type=float,
@@ -62,6 +71,8 @@ def _wait_option(p: argparse.ArgumentParser) -> None:
         help="on a broker where no worker is seen for this long, give up (exit status 3);"
         " default: wait, saying so after 5 s",
     )
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress display")
+    _server_options(p)
 
 
 def _lane_option(p: argparse.ArgumentParser) -> None:
@@ -73,24 +84,20 @@ def _lane_option(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _pipeline_commands(sub: Any) -> None:
-    _solve_command(sub)
-    _job_commands(sub)
-    _service_commands(sub)
-
-
 def _solve_command(sub: Any) -> None:
     p = _command(
         sub,
         "solve",
         "solve input files and write one result file per input",
-        broker="; default: an embedded Redis with local workers",
+        broker=WITH_WORKERS,
+        problem=True,
     )
-    p.add_argument("-p", "--problem", required=True, help=PROBLEMS_HELP)
-    p.add_argument("inputs", nargs="+", metavar="INPUT", type=_place, help=PLACES_HELP)
+    p.add_argument("inputs", nargs="+", metavar="INPUT", type=place_argument, help=PLACES_HELP)
     out = p.add_mutually_exclusive_group()
-    out.add_argument("-o", "--output", type=_place, help="result file or URL (one input)")
-    out.add_argument("--out-dir", type=_place, help="folder (or URL) for DIR/<input name>.out")
+    out.add_argument("-o", "--output", type=place_argument, help="result file or URL (one input)")
+    out.add_argument(
+        "--out-dir", type=place_argument, help="folder (or URL) for DIR/<input name>.out"
+    )
     p.add_argument("--workers", type=int, help="local worker processes (default: CPUs)")
     p.add_argument(
         "--producers",
@@ -99,9 +106,7 @@ def _solve_command(sub: Any) -> None:
         " more, one per CPU not taken by local workers)",
     )
     _lane_option(p)
-    _wait_option(p)
-    _server_options(p)
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress display")
+    _follow_options(p)
     p.add_argument(
         "--keep-going",
         action="store_true",
@@ -110,30 +115,25 @@ def _solve_command(sub: Any) -> None:
 
 
 def _job_commands(sub: Any) -> None:
-    embedded = "; default: the embedded Redis"
-    p = _command(sub, "submit", "queue one input file and print its job id", broker=embedded)
-    p.add_argument("-p", "--problem", required=True, help=PROBLEMS_HELP)
-    p.add_argument("input", metavar="INPUT", type=_place, help=PLACES_HELP)
+    p = _command(
+        sub, "submit", "queue one input file and print its job id", broker=EMBEDDED, problem=True
+    )
+    p.add_argument("input", metavar="INPUT", type=place_argument, help=PLACES_HELP)
     _lane_option(p)
     _server_options(p)
-
-    p = _command(sub, "collect", "wait for a job and write its result file", broker=embedded)
+    p = _command(sub, "collect", "wait for a job and write its result file", broker=EMBEDDED)
     p.add_argument("job", metavar="JOB")
-    p.add_argument("-o", "--output", type=_place, required=True, help="result file or URL")
+    p.add_argument("-o", "--output", type=place_argument, required=True, help="result file or URL")
     p.add_argument("--timeout", type=float, metavar="SECONDS")
-    _wait_option(p)
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress display")
-    _server_options(p)
-
-    p = _command(sub, "status", "show the progress of one job, or of every job", broker=embedded)
+    _follow_options(p)
+    p = _command(sub, "status", "show the progress of one job, or of every job", broker=EMBEDDED)
     p.add_argument("job", metavar="JOB", nargs="?")
     p.add_argument("--json", action="store_true", help="print JSON (every job)")
     p.add_argument(
         "--all", action="store_true", help=f"every finished job (else the last {RECENT_FINISHED})"
     )
     _server_options(p)
-
-    p = _command(sub, "cancel", "stop a job: drop its queued chunks and answers", broker=embedded)
+    p = _command(sub, "cancel", "stop a job: drop its queued chunks and answers", broker=EMBEDDED)
     p.add_argument("job", metavar="JOB")
     _server_options(p)
 
@@ -143,7 +143,7 @@ def _service_commands(sub: Any) -> None:
         sub,
         "serve",
         "run the HTTP service: uploads, results, events and webhooks",
-        broker="; default: an embedded Redis with local workers",
+        broker=WITH_WORKERS,
     )
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1)")
     p.add_argument("--port", type=int, default=8080, help="port (8080)")
@@ -154,7 +154,6 @@ def _service_commands(sub: Any) -> None:
         metavar="FILE",
         help="a file holding one token with every scope (a quick start)",
     )
-
     p = _command(sub, "worker", "run a Celery worker until SIGTERM or SIGINT", broker=" ")
     p.add_argument(
         "--concurrency", type=int, help="pool processes (or GAMEBATCH_CONCURRENCY; default: CPUs)"
@@ -166,7 +165,6 @@ def _service_commands(sub: Any) -> None:
         action="store_true",
         help="send task events for monitoring (or GAMEBATCH_EVENTS=1)",
     )
-
     p = _command(sub, "config", "show the effective configuration (passwords masked)", broker=" ")
     p.add_argument("action", choices=("show",))
 
@@ -176,9 +174,9 @@ def _grading_commands(sub: Any) -> None:
         sub,
         "grade",
         "grade output files case by case against the answers",
-        broker="; default: the embedded Redis",
+        broker=EMBEDDED,
+        problem=True,
     )
-    p.add_argument("-p", "--problem", required=True, help=PROBLEMS_HELP)
     p.add_argument(
         "files",
         nargs="*",
@@ -187,17 +185,15 @@ def _grading_commands(sub: Any) -> None:
         help="an input file, then the output files to grade",
     )
     p.add_argument("--answers", type=Path, help="official answers of INPUT (default: solve it)")
-    p.add_argument("--tests", type=Path, metavar="DIR", help="bulk: NAME.in and NAME.ans files")
+    p.add_argument("--tests", **DIR, help="bulk: NAME.in and NAME.ans files")
     p.add_argument(
         "--submissions",
-        type=Path,
-        metavar="DIR",
+        **DIR,
         help="bulk: one folder of NAME.out files per contestant",
     )
     p.add_argument(
         "--programs",
-        type=Path,
-        metavar="DIR",
+        **DIR,
         help="judge programs: one folder per contestant with main.cpp, main.c or main.py",
     )
     _limit_options(p)
@@ -213,10 +209,7 @@ def _grading_commands(sub: Any) -> None:
         action="store_true",
         help="grade the other tests when one is invalid (exit status 2)",
     )
-    _wait_option(p)
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress display")
-    _server_options(p)
-
+    _follow_options(p)
     p = _command(sub, "diff", "list the cases whose verdict changed between two JSON reports")
     p.add_argument("old", type=Path, metavar="REPORT_A")
     p.add_argument("new", type=Path, metavar="REPORT_B")
@@ -227,17 +220,16 @@ def _hack_command(sub: Any) -> None:
         sub,
         "hack",
         "search each contestant's program for the smallest input it gets wrong",
-        broker="; default: the embedded Redis",
+        broker=EMBEDDED,
+        problem=True,
     )
-    p.add_argument("-p", "--problem", required=True, help=PROBLEMS_HELP)
     p.add_argument(
         "--programs",
-        type=Path,
-        metavar="DIR",
+        **DIR,
         required=True,
         help="one folder per contestant with main.cpp, main.c or main.py",
     )
-    p.add_argument("--tests", type=Path, metavar="DIR", help="search only what these accept")
+    p.add_argument("--tests", **DIR, help="search only what these accept")
     p.add_argument("--seed", type=int, default=1, help="the search's seed (default 1)")
     p.add_argument("--budget", type=float, default=120, metavar="S", help="seconds (default 120)")
     p.add_argument(
@@ -251,9 +243,7 @@ def _hack_command(sub: Any) -> None:
         "--out", type=Path, default=Path("hacks"), metavar="DIR", help="default: ./hacks"
     )
     p.add_argument("--json", type=Path, metavar="REPORT", help="write the JSON report")
-    _wait_option(p)
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress display")
-    _server_options(p)
+    _follow_options(p)
 
 
 def _limit_options(p: argparse.ArgumentParser) -> None:
@@ -285,35 +275,21 @@ def _report_options(p: Any) -> None:
 
 
 def _toolkit_commands(sub: Any) -> None:
-    p = _command(sub, "gen", "write a deterministic random input file")
-    p.add_argument("-p", "--problem", required=True, help=PROBLEMS_HELP)
+    p = _command(sub, "gen", "write a deterministic random input file", problem=True)
     p.add_argument("--cases", type=int, default=10, help="number of cases (default 10)")
     p.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
     p.add_argument("--shape", default="mixed", help="case shape (default: a mix)")
     p.add_argument("--size", type=int, default=1000, help="letters per game or board width")
     p.add_argument("-o", "--output", type=Path, help="file to write (default: stdout)")
-
-    p = _command(sub, "validate", "check input files; exit 0 when every one is valid")
-    p.add_argument("-p", "--problem", required=True, help=PROBLEMS_HELP)
+    p = _command(sub, "validate", "check input files; exit 0 when every one is valid", problem=True)
     p.add_argument("inputs", nargs="+", metavar="INPUT", type=Path)
     p.add_argument("--strict", action="store_true", help="also enforce the contest's limits")
-
-    p = _command(sub, "stress", "compare a solver with exhaustive search on small cases")
-    p.add_argument("-p", "--problem", required=True, help=PROBLEMS_HELP)
+    p = _command(
+        sub, "stress", "compare a solver with exhaustive search on small cases", problem=True
+    )
     p.add_argument("--cases", type=int, default=1000)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--size", type=int, default=5, help="size of the small cases")
     which = p.add_mutually_exclusive_group()
     which.add_argument("--solver", metavar="MODULE:FUNCTION", help="a Python solver")
     which.add_argument("--program", metavar="COMMAND", help="a program reading an input file")
-
-
-PLACES_HELP = "a file, or an object's URL (s3://BUCKET/KEY, gs://, https://, file://)"
-
-
-def _place(text: str) -> Path | ObjectUrl:
-    """A command line's file or URL (pipeline.data.objects.place), refused as argparse refuses."""
-    try:
-        return place(text)
-    except UsageError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None

@@ -98,6 +98,29 @@ def job_id_for(problem: Problem, digest: str, keep_going: bool = False) -> str:
     return f"{problem.name}-{digest[:24]}" + (KEEP_GOING_SUFFIX if keep_going else "")
 
 
+def _ignore(value: object) -> None:
+    del value
+
+
+class Production(msgspec.Struct, frozen=True):
+    """How `submit` reads an input and queues its chunks. `window` > 0 bounds the chunks of
+    this run in flight; with `keep_going`, invalid cases are recorded instead of refusing
+    the input; a `source` is an input not yet whole (an upload), `name` what messages call
+    it; chunks name their place in a file's copy in the payload store (`stored`), or in a
+    regular or `spooled` file (`file_payloads`), else they carry its bytes (kept in
+    `stored`'s folder). `on_cases` hears the cases read, `on_progress` the job's counters."""
+
+    window: int = 0
+    lane: str = "bulk"
+    keep_going: bool = False
+    on_cases: Callable[[int], None] = _ignore
+    on_progress: Callable[[JobCounters], None] = _ignore
+    source: Source | None = None
+    name: str | None = None
+    spooled: bool = False
+    stored: PayloadFolder | None = None
+
+
 def submit(
     problem: Problem,
     path: Path | ObjectUrl,
@@ -105,48 +128,42 @@ def submit(
     send: Send,
     settings: Settings,
     *,
-    window: int = 0,
-    lane: str = "bulk",
-    keep_going: bool = False,
-    on_cases: Callable[[int], None] = lambda n: None,
-    on_progress: Callable[[JobCounters], None] = lambda p: None,
-    source: Source | None = None,
-    name: str | None = None,
-    spooled: bool = False,
-    stored: PayloadFolder | None = None,
+    how: Production = Production(),  # noqa: B008 (frozen: one default serves every call)
 ) -> Submitted:
-    """Validate and queue every chunk without answers; reuse a finished earlier run.
+    """Validate and queue every chunk without answers (as `how` says); reuse a finished
+    earlier run.
 
     A job is named by the SHA-256 of the very bytes its chunks are cut from: its answers
     are never of other bytes. One producer at a time reads a job's input (another waits,
     or takes over from a dead one); answered chunks are reused only for the same bytes.
-    `window` > 0 bounds the chunks of this run in flight. Bad input removes the job and
-    raises InputError, unless `keep_going` (invalid cases are recorded). A `source` is an
-    input not yet whole (an upload), `name` what messages call it. Chunks name their place
-    in an object, in a file's copy in the payload store (`stored`), or (`file_payloads`) in
-    a regular or `spooled` file; else they carry its bytes (kept in `stored`'s folder).
+    Bad input removes the job and raises InputError, unless `how.keep_going`. Chunks name
+    their place in an object, or see Production.
     """
-    copy = bool(stored and stored.copy)  # its chunks are places in the copy (an object)
+    copy = bool(how.stored and how.stored.copy)  # its chunks are places in the copy
     settings = settings.replaced(file_payloads=True) if copy else settings
-    reading = _first_reading(problem, path, settings, source, keep_going, store=store, copy=copy)
+    keep_going = how.keep_going
+    reading = _first_reading(
+        problem, path, settings, how.source, keep_going, store=store, copy=copy
+    )
     plan, digest = reading
     job_id = job_id_for(problem, digest, keep_going)
-    fields = _manifest(problem, path, settings, lane, stored=stored, cut=plan.cut if plan else None)
+    cut = plan.cut if plan else None
+    fields = _manifest(problem, path, settings, how.lane, stored=how.stored, cut=cut)
     token = f"{this_process()}:{secrets.token_hex(8)}"
-    claimed = _claim(store, job_id, fields, token, settings, on_progress=on_progress)
+    claimed = _claim(store, job_id, fields, token, settings, on_progress=how.on_progress)
     if isinstance(claimed, JobCounters):
-        on_cases(claimed.total or 0)
+        how.on_cases(claimed.total or 0)
         return Submitted(job_id, path, claimed.total or 0, claimed.chunks or 0, 0, keep_going)
-    run = _Production(problem, store, send, job_id, token, keep_going=keep_going, on_cases=on_cases)
-    run.carry(stored, compress=settings.compress_payloads, named=claimed.get(PAYLOAD_OBJECT, ""))
-    run.queue.window = (
-        Window(store, job_id, settings, on_progress, chunks=window) if window else None
-    )
+    window = Window(store, job_id, settings, how.on_progress, chunks=how.window)
+    queue = Queuer(store, send, job_id, window if how.window else None, token)
+    run = _Production(problem, queue, keep_going=keep_going, on_cases=how.on_cases)
+    named = claimed.get(PAYLOAD_OBJECT, "")
+    run.carry(how.stored, compress=settings.compress_payloads, named=named)
     with _Renewal(store, job_id, token, CLAIM_SECONDS), _Owned(store, run, path):
         if plan is not None and plan.fits(claimed):
             run.queue_places(path, plan.pieces or [], plan.version)
         else:
-            given = _Input(path, source, name or str(path), spooled)
+            given = _Input(path, how.source, how.name or str(path), how.spooled)
             _read_all(run, given, digest, settings, claimed)
         _finish_production(store, job_id, run)
     return Submitted(job_id, path, run.total, run.chunks, run.queued, keep_going)
@@ -323,16 +340,7 @@ def _read_all(
     opener = source.open if source is not None else lambda _: _opener(path)()
     verified = bool(getattr(source, "verified", False))
     cut = (int(manifest["target_work"]), int(manifest["max_cases"]))
-    run.read(
-        path,
-        digest,
-        settings,
-        *cut,
-        opener=opener,
-        name=given.name,
-        spooled=given.spooled,
-        verified=verified,
-    )
+    run.read(given, digest, settings, cut, opener=opener, verified=verified)
 
 
 class _Owned:
@@ -493,42 +501,35 @@ class _Production:
     """One run of the producer over an input: chunks queued, and the invalid cases."""
 
     def __init__(
-        self,
-        problem: Problem,
-        store: Store,
-        send: Send,
-        job_id: str,
-        token: str,
-        *,
-        keep_going: bool,
-        on_cases: Callable[[int], None],
+        self, problem: Problem, queue: Queuer, *, keep_going: bool, on_cases: Callable[[int], None]
     ) -> None:
-        self.problem, self.store, self.send, self.job_id = problem, store, send, job_id
-        self.token, self.keep_going, self.on_cases = token, keep_going, on_cases
-        self.queue = Queuer(store, send, job_id, token=token)
+        self.problem, self.queue, self.store, self.job_id = (
+            problem,
+            queue,
+            queue.store,
+            queue.job_id,
+        )
+        self.token, self.keep_going, self.on_cases = queue.token, keep_going, on_cases
         self.file: str | None = None  # chunks as places in this file (its absolute path)
         self.version = ""  # or object (its URL), as of this version
         self.mirror: ObjectUrl | None = None  # an object of the same bytes as the input file
         self.compress = False  # chunks that carry bytes carry them compressed
         self.stash: ObjectUrl | None = None  # and keep them in objects in this folder
-        self.reusable = store.answered_digests(job_id)  # answered before: kept if the same
+        self.reusable = self.store.answered_digests(self.job_id)  # answered before: kept if same
         self.mine: set[int] = set()  # chunks this run queued already (by the C path)
         self.counted = 0  # chunks whose cases were reported already (by the C path)
         self.invalid: list[str] = []
         self.queued = self.total = self.chunks = 0
-        self.name = job_id  # the input as messages call it (set by read)
+        self.name = self.job_id  # the input as messages call it (set by read)
 
     def read(
         self,
-        path: Path | ObjectUrl,
+        given: _Input,
         digest: str,
         settings: Settings,
-        target_work: int,
-        max_cases: int,
+        cut: tuple[int, int],
         *,
         opener: Callable[[str], AbstractContextManager[BinaryIO]],
-        name: str,
-        spooled: bool = False,
         verified: bool = False,
     ) -> None:
         """Read, validate, chunk and queue the whole input, hashing what is read: it must be
@@ -536,6 +537,8 @@ class _Production:
         defers to is read again by the Python reader, which queues only the chunks after
         those the scanner queued (both cut the same chunks), once the bytes they were cut
         from are read again alike."""
+        path, name, spooled = given.path, given.name, given.spooled
+        target_work, max_cases = cut
         limits, self.name = settings.limits, name
         if isinstance(path, ObjectUrl) or self.mirror:  # workers read their ranges of it
             self.file = str(self.mirror or path)
@@ -544,11 +547,11 @@ class _Production:
         scan = scanner(self.problem)
         seen: _HashingReader | None = None
         if scan is not None and not self.keep_going:
-            cut = Limits(target_work, max_cases, limits.max_token_bytes, limits.max_file_bytes)
+            sizes = Limits(target_work, max_cases, limits.max_token_bytes, limits.max_file_bytes)
             try:
                 with opener("rb") as raw:
                     stream = _checked(raw, verified, name)
-                    for piece in slice_chunks(scan, stream, cut):
+                    for piece in slice_chunks(scan, stream, sizes):
                         self._queue_slice(piece)
                     _check_digest(stream, digest, name)
                 return

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from pipeline.data.messages import ComparePayload, Segment
-from pipeline.data.producer import Queuer, Send, Window
+from pipeline.data.producer import Queuer
 from pipeline.errors import JobCancelled, JobFailed, JobLost, UsageError
 from pipeline.escape import shorten
 from pipeline.grading.rules import SHOWN_CHARS
@@ -184,20 +184,18 @@ class Packer:
 
 
 def produce(
-    store: Store,
-    send: Send,
-    job_id: str,
+    queue: Queuer,
     outputs: Sequence[Output],
     *,
     problem: str,
     ignore_case: bool,
-    window: Window | None,
     on_cases: Callable[[int], None],
     on_file: Callable[[int], None] = lambda n: None,
 ) -> tuple[int, int]:
     """Queue every chunk of a comparison job that has no verdicts yet; (chunks, cases).
     `on_file` hears how many files were read so far."""
-    answered, queue = store.answered(job_id), Queuer(store, send, job_id, window)
+    store, job_id = queue.store, queue.job_id
+    answered = store.answered(job_id)
     chunks = 0
 
     def emit(segments: list[Segment]) -> None:

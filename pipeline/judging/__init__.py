@@ -2,5 +2,5 @@
 from runs over batches of cases, and contestants' programs found, keyed and cut into the
 judging chunks the workers run.
 
-Imports: grading, data, store, games, config, ground.
+Imports: grading, data, games, config, ground.
 """

@@ -14,7 +14,7 @@ from pathlib import Path
 from pipeline import escape
 from pipeline.config import JudgeSettings, LanguageSetting
 from pipeline.data.messages import JudgePayload
-from pipeline.data.producer import Queuer, Send, Window
+from pipeline.data.producer import Queuer
 from pipeline.errors import UsageError
 from pipeline.games.problem import Problem
 from pipeline.games.reader import read_cases
@@ -22,7 +22,6 @@ from pipeline.games.tokens import TokenReader
 from pipeline.grading import comparing
 from pipeline.grading.rules import Submission, Test
 from pipeline.judging.sandbox import Limits
-from pipeline.store.protocol import Store
 
 JUDGING = 5  # the version of how programs are judged: part of every verdict's key
 ENTRY = "main"  # a contestant's entry file is main.<extension>
@@ -121,14 +120,7 @@ class Chunks:
         self.programs = {p.source: p for p in programs}
         self._cases: dict[Path, list[bytes]] = {}
 
-    def produce(
-        self,
-        store: Store,
-        send: Send,
-        job_id: str,
-        todo: Sequence[comparing.Output],
-        window: Window | None,
-    ) -> tuple[int, int]:
+    def produce(self, queue: Queuer, todo: Sequence[comparing.Output]) -> tuple[int, int]:
         """Queue every chunk that has no verdicts yet; (chunks, cases). Chunks are numbered
         in file order but queued a piece of every file at a time (each program's first chunk
         first), so that the workers compile different programs at once."""
@@ -139,8 +131,7 @@ class Chunks:
             for piece, (first, end) in enumerate(_pieces(texts, self.settings.batch_cases)):
                 plan.append((piece, count, number, first, end))
                 count += 1
-        answered, sources = store.answered(job_id), _Sources(self.settings)
-        queue = Queuer(store, send, job_id, window)
+        answered, sources = queue.store.answered(queue.job_id), _Sources(self.settings)
         for _, index, number, first, end in sorted(plan):
             if index not in answered:
                 queue.put(index, self._payload(todo[number], number, first, end, sources))

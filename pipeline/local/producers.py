@@ -168,11 +168,13 @@ def _produce(task: FileTask, on_cases: Callable[[int], None]) -> Result:
                     store,
                     send,
                     settings,
-                    window=settings.chunk.window,
-                    keep_going=task.keep_going,
-                    lane=task.lane,
-                    on_cases=on_cases,
-                    stored=stored,
+                    how=producer.Production(
+                        settings.chunk.window,
+                        task.lane,
+                        task.keep_going,
+                        on_cases,
+                        stored=stored,
+                    ),
                 ),
             )
 

@@ -28,7 +28,7 @@ from pipeline.server import gradings, hacks, metrics, openapi
 from pipeline.server.auth import Caller, TokenBackend
 from pipeline.server.context import (
     ApiError,
-    Service,
+    ServerState,
     job_id_of,
     job_view,
     job_views,
@@ -48,7 +48,7 @@ EVENT_WAIT_MS = 5_000  # one blocking read of the event stream, at most
 MAX_BATCH_BYTES = 1 << 20  # the JSON body of POST /v1/batches
 
 
-def create_app(service: Service) -> Starlette:
+def create_app(service: ServerState) -> Starlette:
     """The ASGI app of `gamebatch serve`."""
     routes = [
         Route("/", _page, methods=["GET"]),
@@ -134,7 +134,7 @@ async def _static(request: Request) -> Response:
 
 
 @needs(None)
-async def _healthz(service: Service, request: Request, caller: Caller) -> Response:
+async def _healthz(service: ServerState, request: Request, caller: Caller) -> Response:
     try:
         await service.events.ping()
     except redis.RedisError as exc:
@@ -146,7 +146,7 @@ async def _healthz(service: Service, request: Request, caller: Caller) -> Respon
 
 
 @needs("admin")
-async def _metrics(service: Service, request: Request, caller: Caller) -> Response:
+async def _metrics(service: ServerState, request: Request, caller: Caller) -> Response:
     body = await run_in_threadpool(
         metrics.render,
         service.records,
@@ -157,12 +157,12 @@ async def _metrics(service: Service, request: Request, caller: Caller) -> Respon
 
 
 @needs("read")
-async def _problems(service: Service, request: Request, caller: Caller) -> Response:
+async def _problems(service: ServerState, request: Request, caller: Caller) -> Response:
     return JSONResponse({"problems": sorted(registry())})
 
 
 @needs("read")
-async def _openapi(service: Service, request: Request, caller: Caller) -> Response:
+async def _openapi(service: ServerState, request: Request, caller: Caller) -> Response:
     return JSONResponse(openapi.DOCUMENT)
 
 
@@ -170,7 +170,7 @@ async def _openapi(service: Service, request: Request, caller: Caller) -> Respon
 
 
 @needs("read")
-async def _show(service: Service, request: Request, caller: Caller) -> Response:
+async def _show(service: ServerState, request: Request, caller: Caller) -> Response:
     job_id = job_id_of(request)
 
     def show() -> dict[str, Any]:
@@ -199,7 +199,7 @@ def _paging(request: Request) -> tuple[int, float | None]:
 
 
 @needs("read")
-async def _list(service: Service, request: Request, caller: Caller) -> Response:
+async def _list(service: ServerState, request: Request, caller: Caller) -> Response:
     limit, before = _paging(request)
     since = await run_in_threadpool(service.records.last_event)  # first: later changes follow
     records, after = await run_in_threadpool(service.records.page, limit, before)
@@ -211,7 +211,7 @@ async def _list(service: Service, request: Request, caller: Caller) -> Response:
 
 
 @needs("read")
-async def _list_gradings(service: Service, request: Request, caller: Caller) -> Response:
+async def _list_gradings(service: ServerState, request: Request, caller: Caller) -> Response:
     limit, before = _paging(request)
     records = service.records.of_kind("grading")
     since = await run_in_threadpool(records.last_event)
@@ -223,7 +223,7 @@ async def _list_gradings(service: Service, request: Request, caller: Caller) -> 
 
 
 @needs("submit")
-async def _cancel(service: Service, request: Request, caller: Caller) -> Response:
+async def _cancel(service: ServerState, request: Request, caller: Caller) -> Response:
     job_id = job_id_of(request)
 
     def cancel() -> dict[str, Any]:
@@ -239,7 +239,7 @@ async def _cancel(service: Service, request: Request, caller: Caller) -> Respons
 
 
 @needs("read")
-async def _result(service: Service, request: Request, caller: Caller) -> Response:
+async def _result(service: ServerState, request: Request, caller: Caller) -> Response:
     job_id = job_id_of(request)
     record = await run_in_threadpool(record_of, service, job_id)
     path = service.spool.result(job_id)
@@ -258,7 +258,7 @@ async def _result(service: Service, request: Request, caller: Caller) -> Respons
 
 
 @needs("read")
-async def _errors(service: Service, request: Request, caller: Caller) -> Response:
+async def _errors(service: ServerState, request: Request, caller: Caller) -> Response:
     job_id = job_id_of(request)
     record = await run_in_threadpool(record_of, service, job_id)
     if record.get("keep_going") != "1":
@@ -275,7 +275,7 @@ async def _errors(service: Service, request: Request, caller: Caller) -> Respons
 
 
 @needs("submit")
-async def _open_batch(service: Service, request: Request, caller: Caller) -> Response:
+async def _open_batch(service: ServerState, request: Request, caller: Caller) -> Response:
     try:
         body = await service.spool.read_small(request.stream(), MAX_BATCH_BYTES)
     except TooLarge:
@@ -312,7 +312,7 @@ async def _open_batch(service: Service, request: Request, caller: Caller) -> Res
 
 
 @needs("read")
-async def _show_batch(service: Service, request: Request, caller: Caller) -> Response:
+async def _show_batch(service: ServerState, request: Request, caller: Caller) -> Response:
     batch_id = str(request.path_params["batch"])
     if len(batch_id) != 32 or not all(c in "0123456789abcdef" for c in batch_id):
         raise ApiError(404, "not a batch id")
@@ -328,7 +328,7 @@ async def _show_batch(service: Service, request: Request, caller: Caller) -> Res
 
 
 @needs("read")
-async def _events(service: Service, request: Request, caller: Caller) -> Response:
+async def _events(service: ServerState, request: Request, caller: Caller) -> Response:
     since = request.query_params.get("since") or request.headers.get("last-event-id")
     if since is None:  # from now on
         since = await _newest(service)
@@ -344,7 +344,7 @@ async def _events(service: Service, request: Request, caller: Caller) -> Respons
     )
 
 
-async def _newest(service: Service) -> str:
+async def _newest(service: ServerState) -> str:
     return await newest_event(service.events)
 
 
@@ -355,7 +355,7 @@ def _block_ms(client: Any) -> int:
     return EVENT_WAIT_MS if not timeout else max(50, min(EVENT_WAIT_MS, int(timeout * 500)))
 
 
-async def _stream(service: Service, request: Request, since: str, job: str | None) -> Any:
+async def _stream(service: ServerState, request: Request, since: str, job: str | None) -> Any:
     yield b"retry: 2000\n\n"
     keep_alive = service.settings.server.keep_alive
     block = min(_block_ms(service.events), max(50, int(keep_alive * 1000)))

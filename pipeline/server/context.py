@@ -29,7 +29,7 @@ class ApiError(HTTPException):
 
 
 @dataclass
-class Service:
+class ServerState:
     """What the routes share: settings, stores, spool and runners."""
 
     settings: Settings
@@ -42,7 +42,7 @@ class Service:
     workers: Any  # () -> names of live workers (cached by the caller)
 
 
-Handler = Callable[[Service, Request, Caller], Awaitable[Response]]
+Handler = Callable[[ServerState, Request, Caller], Awaitable[Response]]
 
 
 def needs(scope: str | None) -> Callable[[Handler], Callable[[Request], Awaitable[Response]]]:
@@ -81,12 +81,12 @@ def query(request: Request, known: tuple[str, ...]) -> dict[str, str]:
     return found
 
 
-def job_view(service: Service, record: dict[str, str]) -> dict[str, Any]:
+def job_view(service: ServerState, record: dict[str, str]) -> dict[str, Any]:
     """A job as clients see it (`jobview.view`), with its links."""
     return job_views(service, [record])[0]
 
 
-def job_views(service: Service, records: list[dict[str, str]]) -> list[dict[str, Any]]:
+def job_views(service: ServerState, records: list[dict[str, str]]) -> list[dict[str, Any]]:
     """job_view() of several jobs, in two round trips."""
     ids = [record.get("id", "") for record in records]
     found = service.jobs.views_of(ids, list(records), [_links(record) for record in records])
@@ -108,7 +108,7 @@ def job_id_of(request: Request) -> str:
     return job_id
 
 
-def record_of(service: Service, job_id: str) -> dict[str, str]:
+def record_of(service: ServerState, job_id: str) -> dict[str, str]:
     record = service.records.get(job_id)
     if record is None:
         raise ApiError(404, f"no job {job_id}")

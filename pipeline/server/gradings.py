@@ -32,7 +32,7 @@ from pipeline.grading.rules import Scoring
 from pipeline.grading.scoring import load_scoring
 from pipeline.server.archives import ArchiveRefused, Limits, unpack
 from pipeline.server.auth import Caller
-from pipeline.server.context import ApiError, Service, needs
+from pipeline.server.context import ApiError, ServerState, needs
 from pipeline.server.lifecycle import run_recorded
 from pipeline.server.spool import Spool, SpoolFile
 from pipeline.server.uploads import receive
@@ -87,7 +87,7 @@ def folder(spool: Spool, grading_id: str) -> Path:
 
 
 async def admit(
-    service: Service, request: Request, known: tuple[str, ...]
+    service: ServerState, request: Request, known: tuple[str, ...]
 ) -> tuple[dict[str, str], Problem, Records]:
     """What an archive's upload (a grading's, a hack search's) checks before its body is
     read: only `known` parameters, a known problem, room among the unfinished gradings.
@@ -107,7 +107,7 @@ async def admit(
 
 
 @needs("submit")
-async def create(service: Service, request: Request, caller: Caller) -> Response:
+async def create(service: ServerState, request: Request, caller: Caller) -> Response:
     """POST /v1/gradings: the archive as the body."""
     params, problem, gradings = await admit(service, request, _PARAMS)
     ignore_case = params.get("ignore_case", "0") in ("1", "true")
@@ -150,7 +150,7 @@ UNPACKING = ".unpack-"  # a folder of gradings/ an archive is unpacked into, the
 
 
 def unpack_into(
-    service: Service,
+    service: ServerState,
     archive: Path,
     grading_id: str,
     check: Callable[[Path, Settings], None],
@@ -241,7 +241,7 @@ def _grading_id(request: Request) -> str:
     return grading_id
 
 
-async def _record(service: Service, grading_id: str) -> dict[str, str]:
+async def _record(service: ServerState, grading_id: str) -> dict[str, str]:
     record = await run_in_threadpool(service.records.of_kind("grading").get, grading_id)
     if record is None:
         raise ApiError(404, f"no grading {grading_id}")
@@ -249,13 +249,13 @@ async def _record(service: Service, grading_id: str) -> dict[str, str]:
 
 
 @needs("read")
-async def show(service: Service, request: Request, caller: Caller) -> Response:
+async def show(service: ServerState, request: Request, caller: Caller) -> Response:
     """GET /v1/gradings/{id}: its state, then its summary (the report is a link away)."""
     return JSONResponse(view(await _record(service, _grading_id(request))))
 
 
 @needs("read")
-async def report(service: Service, request: Request, caller: Caller) -> Response:
+async def report(service: ServerState, request: Request, caller: Caller) -> Response:
     """GET /v1/gradings/{id}/{report}: one of the report files, once the grading is done."""
     grading_id = _grading_id(request)
     record = await _record(service, grading_id)
@@ -264,7 +264,7 @@ async def report(service: Service, request: Request, caller: Caller) -> Response
 
 
 def report_file(
-    service: Service, record: dict[str, str], name: str, reports: dict[str, tuple[str, str]]
+    service: ServerState, record: dict[str, str], name: str, reports: dict[str, tuple[str, str]]
 ) -> tuple[Path, str]:
     """A done grading's (or hack search's) report file by its route name, and its type."""
     if name not in reports:
@@ -277,7 +277,7 @@ def report_file(
 
 
 @needs("read")
-async def case_input(service: Service, request: Request, caller: Caller) -> Response:
+async def case_input(service: ServerState, request: Request, caller: Caller) -> Response:
     """GET /v1/gradings/{id}/cases/{test}/{n}: the case's input, shortened (for the page)."""
     grading_id = _grading_id(request)
     record = await _record(service, grading_id)
@@ -293,7 +293,7 @@ async def case_input(service: Service, request: Request, caller: Caller) -> Resp
 
 
 @needs("submit")
-async def cancel(service: Service, request: Request, caller: Caller) -> Response:
+async def cancel(service: ServerState, request: Request, caller: Caller) -> Response:
     """DELETE /v1/gradings/{id}: stop it; its answer jobs, shared by content, run on."""
     grading_id = _grading_id(request)
     record = await _record(service, grading_id)

@@ -24,7 +24,7 @@ from pipeline.games.registry import get_problem
 from pipeline.hacking.hacks import Budget
 from pipeline.server import gradings
 from pipeline.server.auth import Caller
-from pipeline.server.context import ApiError, Service, needs
+from pipeline.server.context import ApiError, ServerState, needs
 from pipeline.server.lifecycle import run_recorded
 from pipeline.server.spool import Spool, SpoolFile
 from pipeline.server.uploads import receive
@@ -49,7 +49,7 @@ REPORTS = {  # route -> (file in the search's folder, media type)
 
 
 @needs("submit")
-async def create(service: Service, request: Request, caller: Caller) -> Response:
+async def create(service: ServerState, request: Request, caller: Caller) -> Response:
     """POST /v1/hacks: the archive (progs/, and tests/ to search only what they accept)."""
     params, problem, records = await gradings.admit(service, request, _PARAMS)
     search = json.dumps(_search(params), sort_keys=True)
@@ -109,7 +109,7 @@ def view(record: dict[str, str]) -> dict[str, Any]:
     return shown
 
 
-async def _record(service: Service, hack_id: str) -> dict[str, str]:
+async def _record(service: ServerState, hack_id: str) -> dict[str, str]:
     record = await run_in_threadpool(service.records.of_kind("grading").get, hack_id)
     if record is None or "hack" not in record:
         raise ApiError(404, f"no hack search {hack_id}")
@@ -124,13 +124,13 @@ def _hack_id(request: Request) -> str:
 
 
 @needs("read")
-async def show(service: Service, request: Request, caller: Caller) -> Response:
+async def show(service: ServerState, request: Request, caller: Caller) -> Response:
     """GET /v1/hacks/{id}: its state, then its summary."""
     return JSONResponse(view(await _record(service, _hack_id(request))))
 
 
 @needs("read")
-async def report(service: Service, request: Request, caller: Caller) -> Response:
+async def report(service: ServerState, request: Request, caller: Caller) -> Response:
     """GET /v1/hacks/{id}/{report}: the JSON report, or every counterexample as one test."""
     record = await _record(service, _hack_id(request))
     path, media = gradings.report_file(service, record, str(request.path_params["report"]), REPORTS)

@@ -23,7 +23,7 @@ from pipeline.config import ServerSettings, Settings, TokenSetting, default_stat
 from pipeline.errors import UsageError
 from pipeline.server.app import create_app
 from pipeline.server.auth import Tokens
-from pipeline.server.context import Service
+from pipeline.server.context import ServerState
 from pipeline.server.gradings import UNPACKING, GradingTask, folder
 from pipeline.server.hacks import HackTask
 from pipeline.server.retention import keep_sweeping
@@ -86,7 +86,7 @@ def serve(settings: Settings, host: str, port: int, tokens: tuple[TokenSetting, 
             _resume(records, spool, runners)
             _resume_gradings(records, spool, runners)
             parts = (records, c.jobs, events, spool, runners, _cached_workers(c))
-            app = create_app(Service(c.settings, Tokens(tokens), *parts))
+            app = create_app(ServerState(c.settings, Tokens(tokens), *parts))
             config = uvicorn.Config(
                 app,
                 host=host,

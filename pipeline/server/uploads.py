@@ -20,7 +20,7 @@ from pipeline.errors import UsageError
 from pipeline.games.registry import get_problem
 from pipeline.server import metrics
 from pipeline.server.auth import Caller
-from pipeline.server.context import ApiError, Service, job_view, needs, query, record_of
+from pipeline.server.context import ApiError, ServerState, job_view, needs, query, record_of
 from pipeline.server.runners import Upload
 from pipeline.server.spool import STALL_SECONDS, BadUpload, Received, TooLarge
 from pipeline.server.webhooks import CallbackRefused, check_callback
@@ -52,7 +52,7 @@ def _job_params(values: dict[str, str]) -> dict[str, str]:
 
 
 @needs("submit")
-async def upload(service: Service, request: Request, caller: Caller) -> Response:
+async def upload(service: ServerState, request: Request, caller: Caller) -> Response:
     params = _job_params(query(request, JOB_PARAMS))
     if params.get("callback_url"):
         _check_callback(service, params["callback_url"])
@@ -74,7 +74,7 @@ async def upload(service: Service, request: Request, caller: Caller) -> Response
         service.spool.discard(received.path)  # kept by now, or not wanted
 
 
-def _check_callback(service: Service, url: str) -> None:
+def _check_callback(service: ServerState, url: str) -> None:
     try:
         check_callback(url, service.settings.server)
     except CallbackRefused as exc:
@@ -99,7 +99,7 @@ def _announced_digest(header: str | None) -> str | None:
 
 
 async def _upload_in_place(
-    service: Service, request: Request, params: dict[str, str], announced: str, caller: Caller
+    service: ServerState, request: Request, params: dict[str, str], announced: str, caller: Caller
 ) -> Response:
     """A raw upload that announced its SHA-256: the job is known before the body arrives, so a
     runner reads the input while it is still uploaded. A body that is not what it announced
@@ -142,7 +142,7 @@ async def _upload_in_place(
     return await run_in_threadpool(_created, service, job_id, token)
 
 
-def _start(service: Service, job_id: str, params: dict[str, str], arriving: str = "") -> str:
+def _start(service: ServerState, job_id: str, params: dict[str, str], arriving: str = "") -> str:
     """Announce a new job and hand it to a runner; the event token its followers start at."""
     name, problem = params["name"], params["problem"]
     token = service.records.event("created", job_id, {"problem": problem, "name": name})
@@ -160,7 +160,7 @@ def _start(service: Service, job_id: str, params: dict[str, str], arriving: str 
     return token
 
 
-def _created(service: Service, job_id: str, token: str) -> Response:
+def _created(service: ServerState, job_id: str, token: str) -> Response:
     """201 with the new job, and where its events start."""
     body = job_view(service, record_of(service, job_id))
     body["links"]["events"] = f"/v1/events?since={token}"
@@ -171,7 +171,7 @@ ARRIVING_POLL = 0.1  # seconds between looks at another upload of the same conte
 
 
 async def _beside_an_arriving_upload(
-    service: Service, request: Request, params: dict[str, str], announced: str, caller: Caller
+    service: ServerState, request: Request, params: dict[str, str], announced: str, caller: Caller
 ) -> Response:
     """The same content announced while another upload of it still arrives, unchecked: this
     body is received and checked in full, then this upload takes the job that the other
@@ -220,7 +220,7 @@ _OWNERS_ONLY = (
 )
 
 
-def _known(service: Service, record: dict[str, str], caller: Caller) -> dict[str, Any]:
+def _known(service: ServerState, record: dict[str, str], caller: Caller) -> dict[str, Any]:
     """An upload of content that has a job: that job, as much of it as the caller may read
     (another owner's file name, times and outcome are not for a submit-only token)."""
     body = job_view(service, record)
@@ -236,7 +236,7 @@ def _job_id(params: dict[str, str], digest: str) -> str:
 
 
 def _open_record(
-    service: Service, job_id: str, fields: dict[str, str]
+    service: ServerState, job_id: str, fields: dict[str, str]
 ) -> tuple[bool, dict[str, str]]:
     existing = service.records.get(job_id)
     stale = (
@@ -274,7 +274,7 @@ def _check_raw(request: Request) -> None:
 
 
 async def receive(
-    service: Service, request: Request, *, into: Path | None = None, raw_only: bool = False
+    service: ServerState, request: Request, *, into: Path | None = None, raw_only: bool = False
 ) -> Received:
     """The body streamed to the spool (a form's `file` part for POST, unless `raw_only`)."""
     limit = service.settings.limits.max_upload_bytes
@@ -299,7 +299,7 @@ async def receive(
 
 
 def _open_job(
-    service: Service, params: dict[str, str], received: Received, caller: Caller
+    service: ServerState, params: dict[str, str], received: Received, caller: Caller
 ) -> Response:
     job_id = _job_id(params, received.sha256)
     name = params.get("name") or _file_name(received.filename) or f"{job_id}.in"

@@ -164,7 +164,9 @@ def test_bytes_planted_under_another_contents_name_are_never_served(
     def liar() -> None:
         source = _Planted(producer.checksum(path), planted, go)
         try:
-            producer.submit(problem, path, store, solve_now, settings, source=source)
+            producer.submit(
+                problem, path, store, solve_now, settings, how=producer.Production(source=source)
+            )
         except UsageError as exc:
             failures.append(str(exc))
 
@@ -225,7 +227,9 @@ def test_a_killed_producers_claim_is_taken_over_at_once(
     other = producer.job_id_for(problem, producer.checksum(path), keep_going=True)
     assert store.claim_production(other, alive, 1.0)
     started = time.monotonic()
-    producer.submit(problem, path, store, lambda j, i: None, settings, keep_going=True)
+    producer.submit(
+        problem, path, store, lambda j, i: None, settings, how=producer.Production(keep_going=True)
+    )
     assert time.monotonic() - started >= 0.8  # until the claim lapsed
     store.client.close()
 

@@ -96,7 +96,9 @@ def test_a_thousand_small_jobs_from_twenty_clients(
         outputs = {p: io.StringIO() for p in mine}
         files = [FileJob(p, outputs[p]) for p in mine]
         try:
-            done = run(settings, Solving(problem), files, failures.append, ProgressBar("t", False))
+            done = run(
+                settings, Solving(problem), files, failures.append, ProgressBar("t", enabled=False)
+            )
             status = max((o.status if o.error or o.invalid else 0 for o in done), default=0)
         except Exception as exc:  # reported below with the others
             failures.append(f"{type(exc).__name__}: {exc}")

@@ -196,7 +196,9 @@ def test_a_second_keep_going_run_never_hides_the_invalid_cases(
     path.write_text("\n".join(lines) + "\n")
     store = JobStore.from_url(redis_server.url)
     settings = load_settings(broker_url=redis_server.url, chunk={"max_cases": 100})
-    first = producer.submit(problem, path, store, lambda j, i: None, settings, keep_going=True)
+    first = producer.submit(
+        problem, path, store, lambda j, i: None, settings, how=producer.Production(keep_going=True)
+    )
     assert len(store.invalid(first.job_id)) == 2 and first.chunks > 20
 
     def die_after_a_few(job_id: str, index: int) -> None:
@@ -204,7 +206,14 @@ def test_a_second_keep_going_run_never_hides_the_invalid_cases(
             raise RuntimeError("killed")
 
     with pytest.raises(RuntimeError, match="killed"):
-        producer.submit(problem, path, store, die_after_a_few, settings, keep_going=True)
+        producer.submit(
+            problem,
+            path,
+            store,
+            die_after_a_few,
+            settings,
+            how=producer.Production(keep_going=True),
+        )
     found = store.invalid(first.job_id)
     assert [e.split(": ")[1] for e in found] == ["case 1501", "case 3001"], found
     store.close()

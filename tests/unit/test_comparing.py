@@ -17,6 +17,7 @@ from pipeline.data.messages import (
     decode_payload,
     encode_answer,
 )
+from pipeline.data.producer import Queuer
 from pipeline.games.registry import get_problem
 from pipeline.grading import comparing, verdicts
 from pipeline.grading.reports import diff_reports
@@ -66,13 +67,10 @@ def distributed(
     queued: list[int] = []
     comparing.open_job(store, job_id, "strgame", len(outputs), 5)  # tiny chunks: many cuts
     chunks, cases = comparing.produce(
-        store,
-        lambda job, index: queued.append(index),
-        job_id,
+        Queuer(store, lambda job, index: queued.append(index), job_id),
         outputs,
         problem="strgame",
         ignore_case=ignore_case,
-        window=None,
         on_cases=lambda n: None,
     )
     assert queued == list(range(chunks)) and chunks > len(outputs) // 5
@@ -120,13 +118,10 @@ def test_a_whole_file_and_its_lines_get_the_same_verdicts(tmp_path: Path, seed: 
         job = f"compare.strgame-{max_cases:024x}"
         comparing.open_job(store, job, "strgame", 1, max_cases)
         chunks, cases = comparing.produce(
-            store,
-            lambda j, i: None,
-            job,
+            Queuer(store, lambda j, i: None, job),
             [output],
             problem="strgame",
             ignore_case=False,
-            window=None,
             on_cases=lambda n: None,
         )
         assert (chunks > 1) == (max_cases == 7)
@@ -146,13 +141,10 @@ def test_a_file_changed_while_it_was_read_is_refused(tmp_path: Path) -> None:
     comparing.open_job(store, "compare.strgame-" + "0" * 24, "strgame", 1, 100)
     with pytest.raises(Exception, match="changed while it was read"):
         comparing.produce(
-            store,
-            lambda j, i: None,
-            "compare.strgame-" + "0" * 24,
+            Queuer(store, lambda j, i: None, "compare.strgame-" + "0" * 24),
             [output],
             problem="strgame",
             ignore_case=False,
-            window=None,
             on_cases=lambda n: None,
         )
 

@@ -18,7 +18,7 @@ from pipeline.config import load_settings
 from pipeline.data import producer, slices
 from pipeline.data.chunking import chunk_cases, place_cut
 from pipeline.data.messages import BadPayload, FilePayload, SlicePayload, decode_payload
-from pipeline.data.producer import _first_reading, submit
+from pipeline.data.producer import Production, _first_reading, submit
 from pipeline.errors import InputError
 from pipeline.games.reader import read_batches, read_cases
 from pipeline.games.registry import get_problem
@@ -471,7 +471,9 @@ def test_a_spooled_input_is_named_by_place_while_it_grows(tmp_path: Path) -> Non
     path.write_text(input_text(problem, random_cases(problem, "random", 40, 30, seed=21)))
     settings = load_settings(chunk={"target_work": 300}, file_payloads=True)
     store, sent = MemoryStore(), []
-    done = submit(problem, path, store, lambda job, i: sent.append(i), settings, spooled=True)
+    done = submit(
+        problem, path, store, lambda job, i: sent.append(i), settings, how=Production(spooled=True)
+    )
     payloads = [decode_payload(store.chunk_payload(done.job_id, i) or b"") for i in sent]
     assert len(payloads) > 3 and all(isinstance(p, FilePayload) for p in payloads)
     reader = Policy(holder="t", file_payloads=True)
@@ -540,7 +542,12 @@ def test_chunks_queued_before_the_c_path_defers_are_queued_once(
     monkeypatch.setattr(producer, "slice_chunks", deferring)
     store, sent, counted = MemoryStore(), [], []
     done = submit(
-        problem, path, store, lambda job, i: sent.append(i), settings, on_cases=counted.append
+        problem,
+        path,
+        store,
+        lambda job, i: sent.append(i),
+        settings,
+        how=Production(on_cases=counted.append),
     )
     assert sent == list(range(done.chunks)) and done.chunks > 4 and done.queued == done.chunks
     assert sum(counted) == done.total == 40
