@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import TextIO
@@ -27,8 +26,7 @@ from pipeline.store.jobstate import JobCounters, JobState, is_job_id
 from pipeline.store.protocol import Store
 
 
-@dataclass(frozen=True)
-class CollectRequest:
+class CollectRequest(msgspec.Struct, frozen=True):
     """`collect`: a job queued earlier, and where its result goes."""
 
     job: str
@@ -43,8 +41,7 @@ class CollectRequest:
             files.check_output(self.output)
 
 
-@dataclass(frozen=True)
-class Collected:
+class Collected(msgspec.Struct, frozen=True):
     """What `collect` wrote: the cases marked invalid (keep-going jobs), and their line."""
 
     invalid: int = 0

@@ -3,8 +3,9 @@ or of every job, `cancel`."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from pipeline.app.cluster import cluster, workers_alive
 from pipeline.app.collect import check_job_id
@@ -16,8 +17,7 @@ from pipeline.errors import GamebatchError, UnknownJob
 from pipeline.games.problem import Problem
 
 
-@dataclass(frozen=True)
-class SubmitRequest:
+class SubmitRequest(msgspec.Struct, frozen=True):
     """`submit`: one input to queue, in a lane."""
 
     problem: Problem
@@ -25,16 +25,14 @@ class SubmitRequest:
     lane: str = "auto"
 
 
-@dataclass(frozen=True)
-class Queued:
+class Queued(msgspec.Struct, frozen=True):
     """A queued job: its id, and one line on what was queued."""
 
     job_id: str
     summary: str
 
 
-@dataclass(frozen=True)
-class JobsView:
+class JobsView(msgspec.Struct, frozen=True):
     """Job views, oldest first, and the live workers' names (None: not known here)."""
 
     rows: list[dict[str, Any]]

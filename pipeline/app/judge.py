@@ -10,16 +10,16 @@ from pathlib import Path
 
 from pipeline import escape
 from pipeline.app.cluster import Cluster, cluster
-from pipeline.app.grade import Graded, Reporting, cluster_solver, write_reports
+from pipeline.app.grade import Graded, Reporting, cluster_solver, run_of, write_reports
 from pipeline.app.solve import Report
 from pipeline.app.verdict_job import VerdictJob, verdicts
 from pipeline.config import Settings
 from pipeline.data.producer import Queuer
 from pipeline.errors import UsageError
 from pipeline.games.problem import Problem
-from pipeline.grading import answers, comparing, layout
+from pipeline.grading import comparing, layout
 from pipeline.grading.rules import Scoring, Test
-from pipeline.grading.run import Contest, GradeRun, grade_files
+from pipeline.grading.run import Contest, GradeRun
 from pipeline.grading.verdict_store import RedisVerdicts
 from pipeline.grading.verdicts import FileVerdicts, stopped_at_first_failure
 from pipeline.jobs.view import judging_line
@@ -166,9 +166,9 @@ def judge_on(
         asked[0] = len(todo)
         return _judged(c, todo, chunks, progress, did.append)
 
-    found = answers.expected(problem, tests, cluster_solver(c, problem, progress), how.keep_going)
     store = RedisVerdicts(c.store.client, c.settings.result_ttl)
-    run = grade_files(contest, found, store, judge_todo)
+    answered = cluster_solver(c, problem, progress)
+    run = run_of(contest, answered, store, judge_todo, how.keep_going)
     known = "; the rest were known" if asked[0] < len(subs) else ""
     report(f"judged {asked[0]} of {len(subs)} (program, test) pairs{known}")
     if did and did[0].judging is not None:

@@ -31,8 +31,7 @@ from pipeline.store.jobstate import JobCounters
 Report = Callable[[str], None]  # one line for the user (an error, a note)
 
 
-@dataclass(frozen=True)
-class SolveRequest:
+class SolveRequest(msgspec.Struct, frozen=True):
     """`solve`: input files or objects, and where each result goes (`output` for one input,
     `out_dir` for several, neither for standard output)."""
 
@@ -131,8 +130,7 @@ class FileOutcome(msgspec.Struct, frozen=True):
     status: int = 2  # the exit status an error calls for
 
 
-@dataclass(frozen=True)
-class Solving:
+class Solving(msgspec.Struct, frozen=True):
     """How a run solves its files: the game, whether invalid cases are let through, the lane."""
 
     problem: Problem
@@ -140,12 +138,11 @@ class Solving:
     lane: str = "auto"
 
 
-@dataclass(frozen=True)
-class Solved:
+class Solved(msgspec.Struct, frozen=True):
     """What `solve` did: its exit status, and what became of each input."""
 
     status: int
-    outcomes: list[FileOutcome] = field(default_factory=list)
+    outcomes: list[FileOutcome] = msgspec.field(default_factory=list)
 
 
 def solve(settings: Settings, request: SolveRequest, report: Report) -> Solved:
@@ -219,18 +216,6 @@ class _SolveRun:
     progress: ProgressBar
     report: Report
 
-    @property
-    def problem(self) -> Problem:
-        return self.how.problem
-
-    @property
-    def keep_going(self) -> bool:
-        return self.how.keep_going
-
-    @property
-    def lane(self) -> str:
-        return self.how.lane
-
     def queue_all(self, files: list[FileJob]) -> list[producer.Submitted | str]:
         """Every file queued (a bad one as its error line): here, or in producer processes."""
         c = self.c
@@ -242,10 +227,10 @@ class _SolveRun:
         tasks = [
             producers.FileTask(
                 c.settings,
-                self.problem.name,
+                self.how.problem.name,
                 path,
-                self.keep_going,
-                producer.choose_lane(path, c.settings, self.lane),
+                self.how.keep_going,
+                producer.choose_lane(path, c.settings, self.how.lane),
             )
             for path in paths  # every input is a file here
         ]
@@ -285,15 +270,15 @@ class _SolveRun:
             return produced_with(
                 stored,
                 lambda: producer.submit(
-                    self.problem,
+                    self.how.problem,
                     item.input,
                     c.store,
                     send,
                     c.settings,
                     how=producer.Production(
                         c.settings.chunk.window,
-                        producer.choose_lane(item.input, c.settings, self.lane),
-                        self.keep_going,
+                        producer.choose_lane(item.input, c.settings, self.how.lane),
+                        self.how.keep_going,
                         self.progress.add_total,
                         on_progress,
                         item.source,
@@ -310,7 +295,9 @@ class _SolveRun:
     def _payload_folder(self, item: FileJob) -> PayloadFolder | None:
         """The job's folder in the payload store (see payload_folder): its chunks carry
         bytes when the input is still arriving or the Python reader validates it."""
-        carried = item.source is not None or self.keep_going or scanner(self.problem) is None
+        carried = (
+            item.source is not None or self.how.keep_going or scanner(self.how.problem) is None
+        )
         return payload_folder(self.c.store, self.c.settings, item.input, carried=carried)
 
     @cached_property
@@ -324,7 +311,7 @@ class _SolveRun:
         solves a small input whole, and a larger one's chunks while its workers are busy."""
         if not self.c.local_workers or item.source is not None or not isinstance(item.input, Path):
             return False
-        return runs_in_process(self.problem)
+        return runs_in_process(self.how.problem)
 
     def _idle(self, item: FileJob, job_id: str) -> Callable[[], bool]:
         """What the command does while it waits for a job: take back the chunks it shares
@@ -339,7 +326,9 @@ class _SolveRun:
         for attempt in range(1, producer.LOST_JOB_RETRIES + 1):
             try:
                 waiting = Waiting(self.progress, idle=self._idle(item, job.job_id), produced=True)
-                _, invalid = write_result(self.c, self.problem, job.job_id, item.output, waiting)
+                _, invalid = write_result(
+                    self.c, self.how.problem, job.job_id, item.output, waiting
+                )
                 return invalid
             except JobLost:
                 if attempt == producer.LOST_JOB_RETRIES:

@@ -19,8 +19,6 @@ from pipeline.cli.front import Front, err
 from pipeline.cli.parser import parser
 from pipeline.errors import GamebatchError
 
-_parser = parser  # the argument tree, under the name the tests know
-
 # command -> (module of this package, handler): a command loads only its own family's code
 COMMANDS = {
     "solve": ("solving", "solve"),

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from pipeline.cli import _parser
+from pipeline.cli.parser import parser as _parser
 from pipeline.config import load_settings
 from pipeline.errors import UsageError
 from pipeline.server.serve import check_exposure
