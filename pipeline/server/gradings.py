@@ -337,16 +337,27 @@ def _grade(settings: Settings, spool: Spool, task: GradingTask) -> dict[str, str
     if (root / "progs").is_dir():
         limits = JudgeLimits.of(json.loads(task.limits))
         request = JudgeRequest(
-            problem, root / "tests", root / "progs", limits, scoring, task.keep_going,
-            quiet=True, reporting=reporting,
-        )  # fmt: skip
+            problem,
+            root / "tests",
+            root / "progs",
+            limits,
+            scoring,
+            task.keep_going,
+            quiet=True,
+            reporting=reporting,
+        )
         graded = judge(settings, request, report)
     else:
         asked = GradeRequest(
-            problem, tests=root / "tests", submissions=root / "subs", scoring=scoring,
-            ignore_case=task.ignore_case, keep_going=task.keep_going, quiet=True,
+            problem,
+            tests=root / "tests",
+            submissions=root / "subs",
+            scoring=scoring,
+            ignore_case=task.ignore_case,
+            keep_going=task.keep_going,
+            quiet=True,
             reporting=reporting,
-        )  # fmt: skip
+        )
         graded = grade(settings, asked, report)
     unpacked_notes = json.loads((where / "notes.json").read_text())
     summary = {
