@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -18,7 +18,7 @@ from pipeline.config import Settings
 from pipeline.data.files import check_output
 from pipeline.data.messages import ANSWER_CODES
 from pipeline.errors import GamebatchError, UsageError
-from pipeline.games.problem import Case, Problem
+from pipeline.games.problem import Case, KnowsLimits, Problem, limits_of
 from pipeline.grading.rules import Test, Verdict
 from pipeline.grading.verdicts import CODES, VERDICT_OF, FileVerdicts
 from pipeline.hacking import plan
@@ -45,7 +45,7 @@ class HackRequest:
     programs: Path
     tests: Path | None = None
     seed: int = 1
-    budget: Budget = field(default_factory=lambda: Budget(120, 10_000, 200))
+    budget: Budget = field(default_factory=lambda: Budget(120, 10_000))
     limits: JudgeLimits = field(default_factory=JudgeLimits)
     out: Path = Path("hacks")
     json: Path | None = None
@@ -56,8 +56,10 @@ class HackRequest:
         for flag, value in (("--budget", self.budget.seconds), ("--cases", self.budget.cases)):
             if value <= 0:
                 raise UsageError(f"{flag} must be positive")
-        if self.budget.largest < 1:
+        if self.budget.largest is not None and self.budget.largest < 1:
             raise UsageError("--largest must be at least 1")
+        largest = plan.largest_size(self.problem, self.budget.largest)  # the game's limit
+        object.__setattr__(self, "budget", replace(self.budget, largest=largest))
 
     def prepare(self, settings: Settings, report: Report, *, sandbox: bool = True) -> Prepared:
         """The set-up, before any work: contestants' names fit for file names, the JSON
@@ -170,7 +172,9 @@ class _Search:
     ) -> None:
         """Judge the rounds' cases until every program failed one, or the budget is spent."""
         total = len(searching)
-        for found in plan.rounds(self.problem, seed, budget.largest):
+        for found in plan.rounds(
+            self.problem, seed, plan.largest_size(self.problem, budget.largest)
+        ):
             room = budget.cases - (hacks[searching[0].contestant].cases_tried if searching else 0)
             if not searching or room <= 0 or time.monotonic() >= deadline:
                 return
@@ -205,24 +209,62 @@ class _Search:
             searching[:] = still
 
     def shrink(self, program: Program, hack: Hack, deadline: float) -> None:
-        """Replace the hack's case by the first smaller one that fails the same way, while
-        there is one (and steps and time are left)."""
+        """Bisect the hack's size while it fails the same way (a game that knows its
+        limits), then replace its case by the first smaller one that fails the same way,
+        while there is one (and steps and time are left). A TLE or MLE stops where the
+        bisection stops: each try costs a whole limit."""
         assert hack.case is not None and hack.verdict is not None
         began = time.monotonic()
         most = SLOW_CANDIDATES if hack.verdict in SLOW else SHRINK_CANDIDATES
-        while hack.shrink_steps < MOST_SHRINK_STEPS and time.monotonic() < deadline:
+        limits = limits_of(self.problem)
+        if limits is not None:
+            self._bisect(program, hack, limits, most, deadline)
+        while (
+            (limits is None or hack.verdict not in SLOW)
+            and hack.shrink_steps < MOST_SHRINK_STEPS
+            and time.monotonic() < deadline
+        ):
             options = plan.candidates(self.problem, hack.case, most)
-            if not options:
+            if not options or not self._smaller(program, hack, options):
                 break
-            expected, verdicts = self.judge(options, [hack.checked] * len(options), [program])
-            got = verdicts[program.contestant]
-            same = [i for i, code in enumerate(got.codes) if VERDICT_OF[code] == hack.verdict]
-            if not same:
-                break
-            hack.case = options[same[0]]
-            hack.verdict, hack.expected, hack.found = self.failure(expected, got, same[0])
-            hack.shrink_steps += 1
         hack.seconds += time.monotonic() - began
+
+    def _bisect(
+        self, program: Program, hack: Hack, limits: KnowsLimits, most: int, deadline: float
+    ) -> None:
+        """Cut the case down by its size: halvings until one passes, then sizes between the
+        smallest failing one and the largest passing one below it."""
+        assert hack.case is not None
+        hack.fails_from = limits.size_of(hack.case)
+        while hack.shrink_steps < MOST_SHRINK_STEPS and time.monotonic() < deadline:
+            sizes = plan.bisection(hack.fails_from, hack.passes_at, most)
+            options = plan.resized(self.problem, limits, hack.case, sizes)
+            if not options:
+                return
+            failed = self._smaller(program, hack, options, smallest=True)
+            tried = [limits.size_of(o) for o in options]
+            hack.fails_from = limits.size_of(hack.case)
+            passed = [n for n in tried if n < hack.fails_from and n not in failed]
+            below = [n for n in (hack.passes_at, *passed) if n < hack.fails_from]
+            hack.passes_at = max(below, default=0)
+
+    def _smaller(
+        self, program: Program, hack: Hack, options: list[Case], *, smallest: bool = False
+    ) -> set[int]:
+        """Judge `options` and take the first (or the `smallest`) that fails as the hack
+        does; the sizes of those that did (empty: none, the hack is unchanged)."""
+        expected, verdicts = self.judge(options, [hack.checked] * len(options), [program])
+        got = verdicts[program.contestant]
+        same = [i for i, code in enumerate(got.codes) if VERDICT_OF[code] == hack.verdict]
+        if not same:
+            return set()
+        limits = limits_of(self.problem)
+        size = limits.size_of if limits is not None else (lambda case: 0)
+        pick = min(same, key=lambda i: size(options[i])) if smallest else same[0]
+        hack.case = options[pick]
+        hack.verdict, hack.expected, hack.found = self.failure(expected, got, pick)
+        hack.shrink_steps += 1
+        return {size(options[i]) for i in same}
 
     def judge(
         self, cases: list[Case], checked: list[bool], programs: list[Program], *, lazy: bool = False

@@ -236,7 +236,10 @@ def _hack_command(sub: Any) -> None:
         "--cases", type=int, default=10_000, metavar="N", help="per contestant (default 10000)"
     )
     p.add_argument(
-        "--largest", type=int, default=200, metavar="SIZE", help="largest case size (default 200)"
+        "--largest",
+        type=int,
+        metavar="SIZE",
+        help="largest case size (default: the contest's limit, or 200 for a game without one)",
     )
     _limit_options(p)
     p.add_argument(

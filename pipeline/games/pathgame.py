@@ -286,6 +286,23 @@ def contest_limits(case: Any) -> str | None:
     return None
 
 
+def size_of(case: Any) -> int:
+    """A board's size: its width."""
+    return len(case[0])
+
+
+def max_tests(rng: random.Random) -> list[list[str]]:
+    """Boards 1,000 columns wide: all white, stripes, sparse, and random ones."""
+    shapes = ("white", "alternating", "sparse", "random", "random", "random")
+    return [generate(rng, shape, CONTEST_MAX_WIDTH) for shape in shapes]
+
+
+def resize(case: Any, size: int) -> list[str]:
+    """The board's first `size` columns."""
+    width = max(size, 1)
+    return [case[0][:width], case[1][:width]]
+
+
 @lru_cache(maxsize=4)
 def _int32_tables(g: GrundyTables) -> tuple[bytes, bytes]:
     """The OPEN and BORDER tables as int32 arrays, for the C kernel."""
@@ -315,6 +332,11 @@ class PathGame:
     shrink = staticmethod(shrink)
     contest_limits = staticmethod(contest_limits)
     contest_max_cases = None
+    # the hack search's max tests and shrinking by size (pipeline/games/problem.KnowsLimits)
+    limit_size, size_unit = CONTEST_MAX_WIDTH, "columns"
+    size_of = staticmethod(size_of)
+    max_tests = staticmethod(max_tests)
+    resize = staticmethod(resize)
     # the C producer path and the worker's solve of input bytes (pipeline/data/slices.py)
     scan_chunk = staticmethod(_pathgame.scan_chunk) if _pathgame else None
     solve_slice = staticmethod(solve_slice) if _pathgame else None

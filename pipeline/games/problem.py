@@ -104,6 +104,29 @@ class RunsInProcess(Protocol):
     in_process: bool
 
 
+@runtime_checkable
+class KnowsLimits(Protocol):
+    """A game that knows its contest's largest cases: the hack search tries max tests of every
+    shape early, grows its sizes to the limit, and shrinks a failure by its size first."""
+
+    limit_size: int  # the largest `size` the contest allows (the generator's unit)
+    size_unit: str  # what a size counts, for reports: "letters", "columns"
+
+    def size_of(self, case: Case) -> int:
+        """A case's size, in the generator's unit."""
+
+    def max_tests(self, rng: random.Random) -> list[Case]:
+        """Cases at the contest's limits, of every shape a hacker tries first."""
+
+    def resize(self, case: Case, size: int) -> Case:
+        """The case cut down to about `size` (a prefix of it, as far as the game has one)."""
+
+
+def limits_of(problem: Problem) -> KnowsLimits | None:
+    """The game's knowledge of its limits, when it has it."""
+    return problem if isinstance(problem, KnowsLimits) and problem.limit_size > 0 else None
+
+
 def batch_reader(problem: Problem) -> ReadsInBatches | None:
     """The game's batch reader, when it has one."""
     return problem if isinstance(problem, ReadsInBatches) and problem.tokens_per_case else None

@@ -224,6 +224,36 @@ def contest_limits(case: Any) -> str | None:
     return None
 
 
+def size_of(case: Any) -> int:
+    """A case's size: its letters."""
+    text: str = case[1]
+    return len(text) - text.count(" ")
+
+
+def max_tests(rng: random.Random) -> list[list[Any]]:
+    """Games of 10^5 letters: the deepest trie (one string) with K at 1, 10^9 - 1 and 10^9,
+    the widest, a hundred thousand one-letter strings, a chain, random words."""
+    most, ks = CONTEST_MAX_LETTERS, (1, MAX_K - 1, MAX_K)
+    deepest = ["".join(rng.choices("ab", k=most))]
+    cases = [make_case(k, deepest) for k in ks]
+    cases.append(make_case(rng.choice(ks), ["a" * most]))
+    for shape in ("wide", "singles", "chain", "random"):
+        generated = generate(rng, shape, most)
+        cases.append([rng.choice(ks), generated[1]])
+    return cases
+
+
+def resize(case: Any, size: int) -> list[Any]:
+    """The case's first `size` letters: its strings in order, the last one cut."""
+    kept, left = [], max(size, 1)
+    for word in words_of(case):
+        if left <= 0:
+            break
+        kept.append(word[:left])
+        left -= len(kept[-1])
+    return make_case(case[0], kept)
+
+
 class StrGame:
     """The plugin object registered under `gamebatch.problems`."""
 
@@ -239,6 +269,11 @@ class StrGame:
     shrink = staticmethod(shrink)
     contest_limits = staticmethod(contest_limits)
     contest_max_cases = CONTEST_MAX_T
+    # the hack search's max tests and shrinking by size (pipeline/games/problem.KnowsLimits)
+    limit_size, size_unit = CONTEST_MAX_LETTERS, "letters"
+    size_of = staticmethod(size_of)
+    max_tests = staticmethod(max_tests)
+    resize = staticmethod(resize)
     # the C producer path and the worker's solve of input bytes (pipeline/data/slices.py)
     scan_chunk = staticmethod(_trie.scan_chunk) if outcomes is _outcomes_in_c else None
     solve_slice = staticmethod(_trie.solve_slice) if outcomes is _outcomes_in_c else None

@@ -10,11 +10,12 @@ from pipeline.grading.rules import Verdict
 
 @dataclass(frozen=True)
 class Budget:
-    """How long the search goes on: seconds in all, cases per contestant, the largest size."""
+    """How long the search goes on: seconds in all, cases per contestant, the largest size
+    (None: the contest's limit, see plan.largest_size)."""
 
     seconds: float
     cases: int
-    largest: int
+    largest: int | None = None
 
 
 @dataclass
@@ -31,6 +32,8 @@ class Hack:
     size: int = 0  # the size of the round that found it
     checked: bool = False  # its answer also found by exhaustive search (and its shrinks')
     shrink_steps: int = 0
+    fails_from: int = 0  # the smallest size found to fail (0: not bisected)
+    passes_at: int = 0  # the largest size below it found to pass (0: none)
     skipped: str | None = None  # why it was not searched (a compile error, failed tests)
 
     @property

@@ -1,6 +1,8 @@
 """The hack search's plan, the same for a seed: rounds of generated cases of every shape and
-growing size, their answers (small ones also by exhaustive search), the first failing case
-of a round and the candidates of a shrinking step. No I/O here."""
+growing size, with a round of max tests at the contest's limits right after the dense small
+sizes; their answers (small ones also by exhaustive search), the first failing case of a
+round, the candidates of a shrinking step and the sizes a failure is bisected at. No I/O
+here."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from pipeline.errors import GamebatchError
-from pipeline.games.problem import Case, Problem
+from pipeline.games.problem import Case, KnowsLimits, Problem, limits_of
 from pipeline.games.toolkit import SMALL, is_valid
 from pipeline.grading.verdicts import AC
 
@@ -19,6 +21,8 @@ MOST_PER_SHAPE = 8  # cases of one shape in a round, at most: a program endless 
 DENSE = 16  # every size up to this one gets its rounds (bugs hide at one width); then growth
 EXHAUSTIVE_SIZE = 5  # cases of this size or less are also answered by exhaustive search
 GROWTH = 1.25  # each round's size over the last one's
+LARGEST = 200  # the largest size of a game that does not know its contest's limits
+CLOSE = 64  # bisection stops once the failing size is within 1/CLOSE of a passing one
 
 
 @dataclass(frozen=True)
@@ -40,16 +44,59 @@ def sizes(largest: int) -> Iterator[int]:
         size = size + 1 if size < DENSE else round(size * GROWTH)
 
 
+def largest_size(problem: Problem, given: int | None) -> int:
+    """The search's largest size: as given, else the contest's limit (else LARGEST)."""
+    if given is not None:
+        return given
+    limits = limits_of(problem)
+    return limits.limit_size if limits is not None else LARGEST
+
+
 def rounds(problem: Problem, seed: int, largest: int) -> Iterator[Round]:
     """The search's rounds: every shape of the game in each, sizes growing to `largest`
-    (then new cases at that size), each round drawn from its own seeded generator."""
-    for number, size in enumerate(sizes(largest)):
+    (then new cases at that size), each round drawn from its own seeded generator; right
+    after the dense small sizes, the game's max tests when `largest` reaches its limits."""
+    limits = limits_of(problem)
+    number = 0
+    for size in sizes(largest):
+        if number == DENSE and limits is not None and largest >= limits.limit_size:
+            cases = limits.max_tests(random.Random(f"hack/{seed}/max"))
+            yield Round(number, limits.limit_size, cases, [False] * len(cases))
+            number += 1
         per_shape = max(1, min(MOST_PER_SHAPE, ROUND_WORK // size))
         rng = random.Random(f"hack/{seed}/{number}")
         shapes = [shape for shape in problem.shapes for _ in range(per_shape)]
         cases = [problem.generate(rng, shape, size) for shape in shapes]
         checked = [shape == SMALL and size <= EXHAUSTIVE_SIZE for shape in shapes]
         yield Round(number, size, cases, checked)
+        number += 1
+
+
+def bisection(fails: int, passes: int, most: int) -> list[int]:
+    """The sizes to try next, between the smallest failing size and the largest passing one
+    below it (0: none known): halvings until one passes, then evenly spaced sizes between
+    the two; none once they are close (within 1/CLOSE, or one apart)."""
+    if fails - passes <= max(1, fails // CLOSE):
+        return []
+    if passes == 0:
+        halves: list[int] = []
+        size = fails // 2
+        while size >= 1 and len(halves) < most:
+            halves.append(size)
+            size //= 2
+        return halves
+    step = (fails - passes) / (most + 1)
+    return sorted({round(passes + step * i) for i in range(1, most + 1)} - {passes, fails})
+
+
+def resized(problem: Problem, limits: KnowsLimits, case: Case, sizes: list[int]) -> list[Case]:
+    """The case cut down to each of `sizes` (only valid ones of just that size)."""
+    found = []
+    for size in sizes:
+        smaller = limits.resize(case, size)
+        if limits.size_of(smaller) == size and is_valid(problem, smaller):
+            found.append(smaller)
+    return found
 
 
 def truth(problem: Problem, case: Case, checked: bool) -> int:

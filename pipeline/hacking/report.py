@@ -13,7 +13,7 @@ from typing import Any, TextIO
 from pipeline import escape
 from pipeline.data.files import atomic_write
 from pipeline.errors import GamebatchError, UsageError
-from pipeline.games.problem import Problem
+from pipeline.games.problem import Problem, limits_of
 from pipeline.games.reader import read_cases
 from pipeline.games.tokens import TokenReader
 from pipeline.grading.rules import Verdict
@@ -55,11 +55,21 @@ def summary(out: TextIO, problem: Problem, hacks: list[Hack]) -> None:
         if hack.skipped:
             out.write(f"{name}  not searched: {escape.terminal(hack.skipped)}\n")
         elif hack.hacked:
-            out.write(f"{name}  HACKED {hack.verdict}: {_what(hack)} ({effort})\n")
+            found = f"{_what(hack)}{_threshold(problem, hack)}"
+            out.write(f"{name}  HACKED {hack.verdict}: {found} ({effort})\n")
         else:
             out.write(f"{name}  not hacked ({effort})\n")
     hacked = sum(h.hacked for h in hacks)
     out.write(f"{hacked} of {len(hacks)} programs hacked\n")
+
+
+def _threshold(problem: Problem, hack: Hack) -> str:
+    """Where a bisected failure starts: "; fails from 257 columns (passes at 256)"."""
+    limits = limits_of(problem)
+    if not hack.fails_from or limits is None:
+        return ""
+    passes = f" (passes at {hack.passes_at})" if hack.passes_at else ""
+    return f"; fails from {hack.fails_from} {limits.size_unit}{passes}"
 
 
 def _what(hack: Hack) -> str:
@@ -100,6 +110,8 @@ def _entry(problem: Problem, hack: Hack) -> dict[str, Any]:
             "found": hack.found,
             "input": _input(problem, [hack]),
             "shrink_steps": hack.shrink_steps,
+            "fails_from": hack.fails_from or None,  # the bisection's sizes (None: not bisected)
+            "passes_at": hack.passes_at or None,
         }
     return entry
 
@@ -118,6 +130,8 @@ def hacks_of(problem: Problem, doc: dict[str, Any]) -> list[Hack]:
             hack.case, hack.verdict = numbered.case, Verdict(entry["verdict"])
             hack.expected, hack.found = entry["expected"], entry["found"]
             hack.shrink_steps = int(entry["shrink_steps"])
+            hack.fails_from = int(entry.get("fails_from") or 0)
+            hack.passes_at = int(entry.get("passes_at") or 0)
         found.append(hack)
     return found
 

@@ -22,6 +22,7 @@ from pipeline.errors import UsageError
 from pipeline.games.problem import Problem
 from pipeline.games.registry import get_problem
 from pipeline.hacking.hacks import Budget
+from pipeline.hacking.plan import largest_size
 from pipeline.server import gradings
 from pipeline.server.auth import Caller
 from pipeline.server.context import ApiError, ServerState, needs
@@ -38,7 +39,7 @@ _SEARCH: dict[str, tuple[type, float, float, float]] = {
     "seed": (int, 1, 0, 2**62),
     "budget": (float, 120, 1, 3600),
     "cases": (int, 10_000, 1, 10**7),
-    "largest": (int, 200, 1, 10**6),
+    "largest": (int, 0, 1, 10**6),  # default: the game's limit (plan.largest_size)
 }
 _PARAMS = ("problem", *_SEARCH, *gradings.LIMITS)
 REPORTS = {  # route -> (file in the search's folder, media type)
@@ -52,7 +53,7 @@ REPORTS = {  # route -> (file in the search's folder, media type)
 async def create(service: ServerState, request: Request, caller: Caller) -> Response:
     """POST /v1/hacks: the archive (progs/, and tests/ to search only what they accept)."""
     params, problem, records = await gradings.admit(service, request, _PARAMS)
-    search = json.dumps(_search(params), sort_keys=True)
+    search = json.dumps(_search(params, problem), sort_keys=True)
     limits = json.dumps(gradings.limits_of(params), sort_keys=True)
     received = await receive(service, request, raw_only=True)
     try:
@@ -76,10 +77,12 @@ async def create(service: ServerState, request: Request, caller: Caller) -> Resp
     return JSONResponse(view(record), 201, headers={"Location": f"/v1/hacks/{hack_id}"})
 
 
-def _search(params: dict[str, str]) -> dict[str, float]:
-    """The search's parameters (400 unless numbers in range)."""
+def _search(params: dict[str, str], problem: Problem) -> dict[str, float]:
+    """The search's parameters (400 unless numbers in range); `largest` defaults to the
+    game's limit."""
     found: dict[str, float] = {}
-    for name, (kind, default, low, high) in _SEARCH.items():
+    for name, (kind, given, low, high) in _SEARCH.items():
+        default = largest_size(problem, None) if name == "largest" else given
         try:
             value = kind(params.get(name, default))
         except ValueError:

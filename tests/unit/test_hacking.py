@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import itertools
 import json
+import random
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -14,6 +15,7 @@ import pytest
 
 from pipeline.errors import GamebatchError, UsageError
 from pipeline.games.registry import get_problem
+from pipeline.games.strgame import words_of
 from pipeline.games.toolkit import SMALL, is_valid
 from pipeline.grading import layout
 from pipeline.grading.rules import Verdict
@@ -44,7 +46,7 @@ def test_rounds_are_the_same_for_a_seed_and_cover_every_shape(problem: Any) -> N
 
 
 def test_answers_of_small_cases_are_checked_by_exhaustive_search() -> None:
-    case = STRGAME.generate(__import__("random").Random(1), SMALL, 4)
+    case = STRGAME.generate(random.Random(1), SMALL, 4)
     assert plan.truth(STRGAME, case, True) == STRGAME.exhaustive(case)
     liar = SimpleNamespace(
         name="liar",
@@ -172,3 +174,63 @@ def test_a_problem_package_sent_to_a_server_keeps_its_folders(tmp_path: Path) ->
     assert [(t.name, t.answers is not None) for t in unpacked] == [
         (t.name, t.answers is not None) for t in tests
     ]
+
+
+@pytest.mark.parametrize("problem", [STRGAME, PATHGAME], ids=lambda p: p.name)
+def test_max_tests_come_right_after_the_dense_sizes_at_the_contests_limits(problem: Any) -> None:
+    limits = plan.limits_of(problem)
+    assert limits is not None and plan.largest_size(problem, None) == limits.limit_size
+    found = list(itertools.islice(plan.rounds(problem, 7, limits.limit_size), plan.DENSE + 2))
+    assert [r.size for r in found[: plan.DENSE]] == list(range(1, plan.DENSE + 1))
+    most = found[plan.DENSE]
+    assert most.size == limits.limit_size and not any(most.checked)
+    assert {limits.size_of(c) for c in most.cases} <= set(
+        range(limits.limit_size * 99 // 100, limits.limit_size + 1)
+    )
+    assert all(is_valid(problem, c) and problem.contest_limits(c) is None for c in most.cases)
+    assert found[plan.DENSE + 1].size == 20  # then the sizes grow on, to the limit
+    assert max(itertools.islice(plan.sizes(limits.limit_size), 80)) == limits.limit_size
+    # a --largest below the limits keeps today's rounds: no max tests
+    small = list(itertools.islice(plan.rounds(problem, 7, 200), plan.DENSE + 1))
+    assert small[plan.DENSE].size == 20
+
+
+def test_strgame_max_tests_try_the_shapes_a_hacker_tries_first() -> None:
+    cases = STRGAME.max_tests(random.Random(3))
+    words = [c[1].split(" ") for c in cases]
+    assert {c[0] for c in cases} <= {1, 10**9 - 1, 10**9} and {1, 10**9} <= {c[0] for c in cases}
+    assert max(len(w[0]) for w in words) == 10**5  # the deepest trie: one string
+    assert max(len(w) for w in words) == 10**5  # a hundred thousand one-letter strings
+    board = PATHGAME.max_tests(random.Random(3))
+    assert ["." * 1000, "." * 1000] in board  # all white
+
+
+def test_a_game_without_limits_keeps_the_old_largest_size() -> None:
+    plugin = SimpleNamespace(name="nim", shapes=("small",))
+    assert plan.limits_of(plugin) is None  # type: ignore[arg-type]
+    assert plan.largest_size(plugin, None) == plan.LARGEST == 200  # type: ignore[arg-type]
+    assert plan.largest_size(STRGAME, 50) == 50
+
+
+def test_bisection_halves_until_one_passes_then_closes_in() -> None:
+    assert plan.bisection(100_000, 0, 5) == [50_000, 25_000, 12_500, 6_250, 3_125]
+    assert plan.bisection(1_000, 500, 3) == [625, 750, 875]
+    assert plan.bisection(257, 256, 3) == []  # adjacent: the threshold is found
+    assert plan.bisection(1_000, 990, 3) == []  # within 1/64
+    assert plan.bisection(1, 0, 3) == []
+
+
+@pytest.mark.parametrize("problem", [STRGAME, PATHGAME], ids=lambda p: p.name)
+def test_a_case_cut_to_a_size_is_a_valid_prefix_of_it(problem: Any) -> None:
+    limits = plan.limits_of(problem)
+    assert limits is not None
+    case = limits.max_tests(random.Random(5))[-1]
+    cut = plan.resized(problem, limits, case, [1, 7, 1000])
+    assert [limits.size_of(c) for c in cut] == [1, 7, 1000]
+
+    def letters(c: Any) -> list[str]:  # what a cut keeps the start of
+        return ["".join(words_of(c))] if problem is STRGAME else list(c)
+
+    for smaller in cut:
+        assert is_valid(problem, smaller)
+        assert all(b.startswith(a) for a, b in zip(letters(smaller), letters(case), strict=True))
