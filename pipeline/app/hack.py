@@ -225,15 +225,18 @@ class _Search:
             and time.monotonic() < deadline
         ):
             options = plan.candidates(self.problem, hack.case, most)
-            if not options or not self._smaller(program, hack, options):
+            if not options or hack.verdict not in self._smaller(program, hack, options):
                 break
+        if limits is not None and hack.fails_from > limits.size_of(hack.case):
+            hack.fails_from = limits.size_of(hack.case)  # shrunk on past the bisection
+            hack.passes_at = hack.passes_at if hack.passes_at < hack.fails_from else 0
         hack.seconds += time.monotonic() - began
 
     def _bisect(
         self, program: Program, hack: Hack, limits: KnowsLimits, most: int, deadline: float
     ) -> None:
-        """Cut the case down by its size: halvings until one passes, then sizes between the
-        smallest failing one and the largest passing one below it."""
+        """Cut the case down by its size: halvings until one is accepted, then sizes between
+        the smallest failing one and the largest accepted one below it."""
         assert hack.case is not None
         hack.fails_from = limits.size_of(hack.case)
         while hack.shrink_steps < MOST_SHRINK_STEPS and time.monotonic() < deadline:
@@ -241,30 +244,34 @@ class _Search:
             options = plan.resized(self.problem, limits, hack.case, sizes)
             if not options:
                 return
-            failed = self._smaller(program, hack, options, smallest=True)
-            tried = [limits.size_of(o) for o in options]
+            got = self._smaller(program, hack, options, smallest=True)
             hack.fails_from = limits.size_of(hack.case)
-            passed = [n for n in tried if n < hack.fails_from and n not in failed]
-            below = [n for n in (hack.passes_at, *passed) if n < hack.fails_from]
+            accepted = [
+                limits.size_of(o) for o, v in zip(options, got, strict=True) if v == Verdict.AC
+            ]
+            below = [n for n in (hack.passes_at, *accepted) if n < hack.fails_from]
             hack.passes_at = max(below, default=0)
+            if hack.verdict not in got and not accepted:
+                return  # neither: the sizes between fail otherwise
 
     def _smaller(
         self, program: Program, hack: Hack, options: list[Case], *, smallest: bool = False
-    ) -> set[int]:
+    ) -> list[Verdict]:
         """Judge `options` and take the first (or the `smallest`) that fails as the hack
-        does; the sizes of those that did (empty: none, the hack is unchanged)."""
+        does (none: the hack is unchanged); each option's verdict."""
         expected, verdicts = self.judge(options, [hack.checked] * len(options), [program])
         got = verdicts[program.contestant]
-        same = [i for i, code in enumerate(got.codes) if VERDICT_OF[code] == hack.verdict]
-        if not same:
-            return set()
-        limits = limits_of(self.problem)
-        size = limits.size_of if limits is not None else (lambda case: 0)
-        pick = min(same, key=lambda i: size(options[i])) if smallest else same[0]
-        hack.case = options[pick]
-        hack.verdict, hack.expected, hack.found = self.failure(expected, got, pick)
-        hack.shrink_steps += 1
-        return {size(options[i]) for i in same}
+        found = [VERDICT_OF[code] for code in got.codes]
+        same = [i for i, verdict in enumerate(found) if verdict == hack.verdict]
+        if same:
+            limits = limits_of(self.problem)
+            pick = same[0]
+            if smallest and limits is not None:
+                pick = min(same, key=lambda i: limits.size_of(options[i]))
+            hack.case = options[pick]
+            hack.verdict, hack.expected, hack.found = self.failure(expected, got, pick)
+            hack.shrink_steps += 1
+        return found
 
     def judge(
         self, cases: list[Case], checked: list[bool], programs: list[Program], *, lazy: bool = False

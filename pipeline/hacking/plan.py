@@ -22,7 +22,7 @@ DENSE = 16  # every size up to this one gets its rounds (bugs hide at one width)
 EXHAUSTIVE_SIZE = 5  # cases of this size or less are also answered by exhaustive search
 GROWTH = 1.25  # each round's size over the last one's
 LARGEST = 200  # the largest size of a game that does not know its contest's limits
-CLOSE = 64  # bisection stops once the failing size is within 1/CLOSE of a passing one
+CLOSE = 256  # bisection stops once the failing size is within 1/CLOSE of a passing one
 
 
 @dataclass(frozen=True)

@@ -216,7 +216,7 @@ def test_bisection_halves_until_one_passes_then_closes_in() -> None:
     assert plan.bisection(100_000, 0, 5) == [50_000, 25_000, 12_500, 6_250, 3_125]
     assert plan.bisection(1_000, 500, 3) == [625, 750, 875]
     assert plan.bisection(257, 256, 3) == []  # adjacent: the threshold is found
-    assert plan.bisection(1_000, 990, 3) == []  # within 1/64
+    assert plan.bisection(1_000, 997, 3) == []  # within 1/CLOSE
     assert plan.bisection(1, 0, 3) == []
 
 
