@@ -141,7 +141,8 @@ def _hack_rate(data: Path, quick: bool) -> list[Row]:
         raise RuntimeError(f"hack failed: {done.stderr.decode()[-2000:]}")
     (entry,) = __import__("json").loads((root / "hack.json").read_text())["contestants"]
     problem, generated = get_problem("strgame"), []
-    for found in plan.rounds(problem, 9, 200):  # the same cases, in one file
+    largest = plan.largest_size(problem, None)  # the search's default, the contest's limit
+    for found in plan.rounds(problem, 9, largest):  # the same cases, in one file
         generated += found.cases[: entry["cases_tried"] - len(generated)]
         if len(generated) >= entry["cases_tried"]:
             break

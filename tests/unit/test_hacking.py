@@ -234,3 +234,24 @@ def test_a_case_cut_to_a_size_is_a_valid_prefix_of_it(problem: Any) -> None:
     for smaller in cut:
         assert is_valid(problem, smaller)
         assert all(b.startswith(a) for a, b in zip(letters(smaller), letters(case), strict=True))
+
+
+def test_a_bisected_hack_says_where_it_starts_in_both_reports() -> None:
+    hack = Hack("narrow", 400, 7.0, Verdict.RE, ["." * 257, "." * 257], "Snuke", "signal SIGSEGV")
+    hack.fails_from, hack.passes_at = 257, 256
+    out = io.StringIO()
+    report.summary(out, PATHGAME, [hack])
+    assert "fails from 257 columns (passes at 256)" in out.getvalue()
+    doc = report.document(PATHGAME, 1, Budget(60, 1000, 1000), [hack])
+    (entry,) = doc["contestants"]
+    assert (entry["fails_from"], entry["passes_at"]) == (257, 256)
+    (back,) = report.hacks_of(PATHGAME, json.loads(json.dumps(doc)))
+    assert (back.fails_from, back.passes_at, back.case) == (257, 256, hack.case)
+    hack.fails_from = hack.passes_at = 0  # not bisected: nothing said, null in the JSON
+    out = io.StringIO()
+    report.summary(out, PATHGAME, [hack])
+    assert "fails from" not in out.getvalue()
+    assert (
+        report.document(PATHGAME, 1, Budget(60, 1000), [hack])["contestants"][0]["fails_from"]
+        is None
+    )
