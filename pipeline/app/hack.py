@@ -19,6 +19,8 @@ from pipeline.data.files import check_output
 from pipeline.data.messages import ANSWER_CODES
 from pipeline.errors import GamebatchError, UsageError
 from pipeline.games.problem import Case, KnowsLimits, Problem, limits_of
+from pipeline.games.reader import read_cases
+from pipeline.games.tokens import TokenReader
 from pipeline.grading.rules import Test, Verdict
 from pipeline.grading.verdicts import CODES, VERDICT_OF, FileVerdicts
 from pipeline.hacking import plan
@@ -117,7 +119,7 @@ def search(
             tempfile.TemporaryDirectory(prefix="gamebatch-hack-") as folder,
             cluster(prepared.settings) as c,
         ):
-            found = _Search(c, problem, Path(folder), progress)
+            found = _Search(c, problem, Path(folder), progress, _seeds(problem, tests or []))
             searching = found.screen(programs, tests, hacks) if tests else list(programs)
             found.rounds(searching, hacks, seed, budget, start + budget.seconds)
             deadline = start + budget.seconds * (1 + SHRINK_SHARE)
@@ -133,13 +135,10 @@ class _Search:
     """One search's cluster, work folder and judged tests."""
 
     def __init__(
-        self,
-        c: Cluster,
-        problem: Problem,
-        work: Path,
-        progress: ProgressBar,
+        self, c: Cluster, problem: Problem, work: Path, progress: ProgressBar, seeds: list[Case]
     ) -> None:
         self.c, self.problem, self.work, self.progress = c, problem, work, progress
+        self.seeds = seeds  # the contest's cases, mutated between the later rounds
         self.tests = 0
         self.said = time.monotonic()
 
@@ -172,13 +171,14 @@ class _Search:
     ) -> None:
         """Judge the rounds' cases until every program failed one, or the budget is spent."""
         total = len(searching)
-        for found in plan.rounds(
-            self.problem, seed, plan.largest_size(self.problem, budget.largest)
-        ):
+        largest = plan.largest_size(self.problem, budget.largest)
+        for found in plan.rounds(self.problem, seed, largest, self.seeds):
             room = budget.cases - (hacks[searching[0].contestant].cases_tried if searching else 0)
             if not searching or room <= 0 or time.monotonic() >= deadline:
                 return
             cases, checked = found.cases[:room], found.checked[:room]
+            if not cases:
+                continue  # no valid mutant
             began = time.monotonic()
             expected, verdicts = self.judge(cases, checked, searching, lazy=True)
             spent, still = time.monotonic() - began, []
@@ -197,13 +197,13 @@ class _Search:
                     hack.verdict, hack.expected, hack.found = self.failure(expected, got, index)
                     self.progress.say(
                         f"{program.contestant}: hacked ({hack.verdict.value}) after"
-                        f" {hack.cases_tried} cases, at size {found.size}"
+                        f" {hack.cases_tried} cases, {found.label}"
                     )
             hacked = sum(h.hacked for h in hacks.values())
             if len(still) < len(searching) or time.monotonic() >= self.said + SAY_EVERY:
                 self.said = time.monotonic()
                 self.progress.say(
-                    f"round {found.number + 1}: {len(cases)} cases of size {found.size};"
+                    f"round {found.number + 1}: {len(cases)} cases {found.label};"
                     f" {hacked} hacked, {len(still)} of {total} still searched"
                 )
             searching[:] = still
@@ -297,6 +297,21 @@ class _Search:
         shown = kept.get(index + 1)
         want = self.problem.answers[ANSWER_CODES.index(expected[index])]
         return VERDICT_OF[verdicts.codes[index]], want, shown.found if shown else None
+
+
+SEEDS = 2_000  # the contest's cases a search mutates, at most (the first ones of its tests)
+
+
+def _seeds(problem: Problem, tests: list[Test]) -> list[Case]:
+    """The contest's cases the search mutates (none without `--tests`)."""
+    found: list[Case] = []
+    for test in tests:
+        with test.input.open("rb") as stream:
+            for numbered in read_cases(problem, TokenReader(stream, str(test.input))):
+                found.append(numbered.case)
+                if len(found) == SEEDS:
+                    return found
+    return found
 
 
 def _write_test(stem: Path, problem: Problem, cases: list[Case], checked: list[bool]) -> Test:

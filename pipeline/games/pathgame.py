@@ -303,6 +303,28 @@ def resize(case: Any, size: int) -> list[str]:
     return [case[0][:width], case[1][:width]]
 
 
+def mutate(rng: random.Random, case: Any, other: Any) -> list[str]:
+    """One small change: a cell flipped, a column added (white, or another board's) or
+    dropped, or another board's columns spliced in."""
+    top, bottom = list(case[0]), list(case[1])
+    at = rng.randrange(len(top) + 1)
+    change = rng.randrange(4)
+    if change == 0 and top:
+        c, row = min(at, len(top) - 1), rng.choice((top, bottom))
+        row[c] = "." if row[c] == "#" else "#"
+    elif change == 1:
+        c = rng.randrange(len(other[0]))
+        top.insert(at, rng.choice((".", other[0][c])))
+        bottom.insert(at, "." if top[at] == "#" else other[1][c])
+    elif change == 2 and len(top) > 1:
+        del top[min(at, len(top) - 1)], bottom[min(at, len(bottom) - 1)]
+    else:
+        first = rng.randrange(len(other[0]))
+        end = min(len(other[0]), first + rng.randint(1, 16))
+        top[at:at], bottom[at:at] = other[0][first:end], other[1][first:end]
+    return ["".join(top), "".join(bottom)]
+
+
 @lru_cache(maxsize=4)
 def _int32_tables(g: GrundyTables) -> tuple[bytes, bytes]:
     """The OPEN and BORDER tables as int32 arrays, for the C kernel."""
@@ -337,6 +359,7 @@ class PathGame:
     size_of = staticmethod(size_of)
     max_tests = staticmethod(max_tests)
     resize = staticmethod(resize)
+    mutate = staticmethod(mutate)  # the hack search's mutations of the contest's cases
     # the C producer path and the worker's solve of input bytes (pipeline/data/slices.py)
     scan_chunk = staticmethod(_pathgame.scan_chunk) if _pathgame else None
     solve_slice = staticmethod(solve_slice) if _pathgame else None

@@ -122,6 +122,21 @@ class KnowsLimits(Protocol):
         """The case cut down to about `size` (a prefix of it, as far as the game has one)."""
 
 
+@runtime_checkable
+class Mutates(Protocol):
+    """A game whose cases can be mutated, as fuzzers mutate seed inputs: the hack search
+    reaches structures near the contest's own tests."""
+
+    def mutate(self, rng: random.Random, case: Case, other: Case) -> Case:
+        """A variant of `case` by one small change (it need not be valid: it is checked);
+        `other` is another case to take from (a merge)."""
+
+
+def mutator(problem: Problem) -> Mutates | None:
+    """The game's mutation of cases, when it has one."""
+    return problem if isinstance(problem, Mutates) else None
+
+
 def limits_of(problem: Problem) -> KnowsLimits | None:
     """The game's knowledge of its limits, when it has it."""
     return problem if isinstance(problem, KnowsLimits) and problem.limit_size > 0 else None

@@ -254,6 +254,29 @@ def resize(case: Any, size: int) -> list[Any]:
     return make_case(case[0], kept)
 
 
+def mutate(rng: random.Random, case: Any, other: Any) -> list[Any]:
+    """One small change: a string dropped, repeated, cut or merged with another, strings
+    taken from another case, or another K."""
+    k, words = case[0], words_of(case)
+    i, j = rng.randrange(len(words)), rng.randrange(len(words))
+    change = rng.randrange(6)
+    if change == 0 and len(words) > 1:
+        del words[i]
+    elif change == 1:
+        words.insert(j, words[i])
+    elif change == 2 and len(words[i]) > 1:
+        cut = rng.randrange(1, len(words[i]))
+        words[i] = words[i][:cut] if rng.random() < 0.5 else words[i][cut:]
+    elif change == 3 and i != j:
+        words[i] += words.pop(j) if j > i else words[j]
+    elif change == 4:
+        theirs = words_of(other)
+        words += rng.sample(theirs, rng.randint(1, min(len(theirs), 8)))
+    else:
+        k = rng.choice((1, 2, max(k - 1, 1), k + 1, MAX_K - 1, MAX_K, rng.randint(1, MAX_K)))
+    return make_case(min(k, MAX_K), words)
+
+
 class StrGame:
     """The plugin object registered under `gamebatch.problems`."""
 
@@ -274,6 +297,7 @@ class StrGame:
     size_of = staticmethod(size_of)
     max_tests = staticmethod(max_tests)
     resize = staticmethod(resize)
+    mutate = staticmethod(mutate)  # the hack search's mutations of the contest's cases
     # the C producer path and the worker's solve of input bytes (pipeline/data/slices.py)
     scan_chunk = staticmethod(_trie.scan_chunk) if outcomes is _outcomes_in_c else None
     solve_slice = staticmethod(_trie.solve_slice) if outcomes is _outcomes_in_c else None

@@ -1,17 +1,18 @@
 """The hack search's plan, the same for a seed: rounds of generated cases of every shape and
 growing size, with a round of max tests at the contest's limits right after the dense small
-sizes; their answers (small ones also by exhaustive search), the first failing case of a
+sizes and, given the contest's cases, rounds of their mutants between the later ones; their
+answers (small ones also by exhaustive search), the first failing case of a
 round, the candidates of a shrinking step and the sizes a failure is bisected at. No I/O
 here."""
 
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from pipeline.errors import GamebatchError
-from pipeline.games.problem import Case, KnowsLimits, Problem, limits_of
+from pipeline.games.problem import Case, KnowsLimits, Problem, limits_of, mutator
 from pipeline.games.toolkit import SMALL, is_valid
 from pipeline.grading.verdicts import AC
 
@@ -23,16 +24,24 @@ EXHAUSTIVE_SIZE = 5  # cases of this size or less are also answered by exhaustiv
 GROWTH = 1.25  # each round's size over the last one's
 LARGEST = 200  # the largest size of a game that does not know its contest's limits
 CLOSE = 256  # bisection stops once the failing size is within 1/CLOSE of a passing one
+MUTANTS = 64  # cases of a round of mutants of the contest's cases
+STACKED = 3  # changes stacked on one mutant, at most (as a fuzzer's havoc stacks them)
 
 
 @dataclass(frozen=True)
 class Round:
-    """One round of the search: cases of every shape at one size."""
+    """One round of the search: cases of every shape at one size, the max tests, or
+    mutants of the contest's own cases."""
 
     number: int
-    size: int
+    size: int  # 0: mutants, of many sizes
     cases: list[Case]
     checked: list[bool]  # answered by exhaustive search too (small ones of the small shape)
+
+    @property
+    def label(self) -> str:
+        """What its cases are, for progress lines."""
+        return f"of size {self.size}" if self.size else "mutated from the tests"
 
 
 def sizes(largest: int) -> Iterator[int]:
@@ -52,16 +61,23 @@ def largest_size(problem: Problem, given: int | None) -> int:
     return limits.limit_size if limits is not None else LARGEST
 
 
-def rounds(problem: Problem, seed: int, largest: int) -> Iterator[Round]:
+def rounds(
+    problem: Problem, seed: int, largest: int, seeds: Sequence[Case] = ()
+) -> Iterator[Round]:
     """The search's rounds: every shape of the game in each, sizes growing to `largest`
     (then new cases at that size), each round drawn from its own seeded generator; right
-    after the dense small sizes, the game's max tests when `largest` reaches its limits."""
+    after the dense small sizes, the game's max tests when `largest` reaches its limits;
+    after those, every other round mutants of `seeds` (the contest's cases)."""
     limits = limits_of(problem)
     number = 0
     for size in sizes(largest):
         if number == DENSE and limits is not None and largest >= limits.limit_size:
             cases = limits.max_tests(random.Random(f"hack/{seed}/max"))
             yield Round(number, limits.limit_size, cases, [False] * len(cases))
+            number += 1
+        if number > DENSE and seeds and mutator(problem) is not None:
+            cases = mutants(problem, seeds, random.Random(f"hack/{seed}/{number}"), MUTANTS)
+            yield Round(number, 0, cases, [False] * len(cases))
             number += 1
         per_shape = max(1, min(MOST_PER_SHAPE, ROUND_WORK // size))
         rng = random.Random(f"hack/{seed}/{number}")
@@ -96,6 +112,26 @@ def resized(problem: Problem, limits: KnowsLimits, case: Case, sizes: list[int])
         smaller = limits.resize(case, size)
         if limits.size_of(smaller) == size and is_valid(problem, smaller):
             found.append(smaller)
+    return found
+
+
+def mutants(problem: Problem, seeds: Sequence[Case], rng: random.Random, count: int) -> list[Case]:
+    """Up to `count` distinct valid mutants of the seeds, each of one to STACKED changes,
+    within the contest's limits."""
+    mutate = mutator(problem)
+    found: list[Case] = []
+    seen: set[str] = set()
+    for _ in range(count * 4 if mutate is not None and seeds else 0):
+        case = rng.choice(seeds)
+        for _ in range(rng.randint(1, STACKED)):
+            case = mutate.mutate(rng, case, rng.choice(seeds))  # type: ignore[union-attr]
+        text = problem.format_case(case)
+        if text in seen or not is_valid(problem, case) or problem.contest_limits(case):
+            continue
+        seen.add(text)
+        found.append(case)
+        if len(found) == count:
+            break
     return found
 
 

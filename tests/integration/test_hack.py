@@ -261,3 +261,22 @@ def test_a_hack_search_over_http(
 def _only_words_of(text: str) -> list[str]:
     (numbered,) = list(read_cases(STRGAME, TokenReader(io.BytesIO(text.encode()), "<hack>")))
     return list(words_of(numbered.case))
+
+
+def test_a_bug_near_the_contests_own_cases_is_hacked_by_their_mutants(tmp_path: Path) -> None:
+    """Wrong only where a word of the tests ("gamebatch", which no generator makes) stands
+    beside another: the tests have it alone, so only their mutants reach the bug."""
+    source = (
+        GOOD.replace("string word;", "string word; int marked = 0;")
+        .replace("cin >> word;", 'cin >> word; marked += word == "gamebatch";')
+        .replace("// FAULT", "if (marked && n >= 2) pure = !pure;")
+    )
+    (tmp_path / "progs" / "near").mkdir(parents=True)
+    (tmp_path / "progs" / "near" / "main.cpp").write_text(source + f"// {tmp_path.name}\n")
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "t1.in").write_text("3\n1 1\ngamebatch\n2 2\nab\nb\n1 3\nzz\n")
+    status, found, text = _hack(tmp_path, "near", "--tests", str(tmp_path / "tests"))
+    assert status == 1 and found["near"]["verdict"] == "WA", text
+    words = _only_words(tmp_path / "near" / "near.in")
+    assert "gamebatch" in words and len(words) >= 2
+    assert found["near"]["cases_tried"] > 16 * 7  # after the generated small rounds

@@ -255,3 +255,39 @@ def test_a_bisected_hack_says_where_it_starts_in_both_reports() -> None:
         report.document(PATHGAME, 1, Budget(60, 1000), [hack])["contestants"][0]["fails_from"]
         is None
     )
+
+
+@pytest.mark.parametrize("problem", [STRGAME, PATHGAME], ids=lambda p: p.name)
+def test_mutants_of_the_contests_cases_are_valid_distinct_and_the_same_for_a_seed(
+    problem: Any,
+) -> None:
+    rng = random.Random(2)
+    seeds = [problem.generate(rng, shape, 12) for shape in problem.shapes]
+    found = plan.mutants(problem, seeds, random.Random(8), 40)
+    assert found == plan.mutants(problem, seeds, random.Random(8), 40)
+    texts = [problem.format_case(c) for c in found]
+    assert len(found) == 40 and len(set(texts)) == 40
+    assert all(is_valid(problem, c) and problem.contest_limits(c) is None for c in found)
+    assert set(texts) - {problem.format_case(c) for c in seeds}  # something new
+
+
+def test_mutation_rounds_come_between_the_later_rounds_only_with_seeds() -> None:
+    seeds = [STRGAME.generate(random.Random(1), "random", 30)]
+    with_seeds = list(itertools.islice(plan.rounds(STRGAME, 3, 200, seeds), plan.DENSE + 5))
+    assert [r.size for r in with_seeds[: plan.DENSE]] == list(range(1, plan.DENSE + 1))
+    assert [r.size for r in with_seeds[plan.DENSE :]] == [20, 0, 25, 0, 31]
+    assert with_seeds[plan.DENSE + 1].label == "mutated from the tests"
+    without = list(itertools.islice(plan.rounds(STRGAME, 3, 200), plan.DENSE + 2))
+    assert [r.size for r in without[plan.DENSE :]] == [20, 25]
+
+
+def test_strgame_mutations_drop_repeat_cut_merge_take_and_change_k() -> None:
+    rng, case = random.Random(4), STRGAME.generate(random.Random(5), "random", 40)
+    other = [7, "zz yy"]
+    seen = {tuple(STRGAME.mutate(rng, case, other)[1].split()) for _ in range(300)}
+    words = tuple(case[1].split())
+    assert any(len(w) == len(words) - 1 for w in seen)  # dropped (or merged)
+    assert any(len(w) == len(words) + 1 and set(w) == set(words) for w in seen)  # repeated
+    assert any({"zz", "yy"} & set(w) for w in seen)  # taken from another case
+    ks = {STRGAME.mutate(rng, case, other)[0] for _ in range(300)}
+    assert {1, 10**9} <= ks
