@@ -66,6 +66,8 @@ def grade_files(
     not stored yet, compared in one job."""
     subs = contest.submissions
     keys, digests, todo = bytearray(32 * len(subs)), bytearray(32 * len(subs)), array("q")
+    # a judged program's verdicts depend on its test's input too, not only on the answers
+    inputs = {t.name: comparing.digest_of(t.input) for t in contest.tests} if contest.salt else {}
     for start in range(0, len(subs), LOOKUP_FILES):
         batch = []
         for i in range(start, min(start + LOOKUP_FILES, len(subs))):
@@ -74,7 +76,7 @@ def grade_files(
             if expected is None:
                 continue  # its test is broken: no key
             digest = comparing.digest_of(sub.path)
-            salted = digest + contest.salt.get(sub.contestant, "")
+            salted = digest + contest.salt.get(sub.contestant, "") + inputs.get(sub.test, "")
             key = file_key(contest.problem, expected, contest.ignore_case, salted)
             keys[32 * i : 32 * i + 32] = bytes.fromhex(key)
             digests[32 * i : 32 * i + 32] = bytes.fromhex(digest)

@@ -24,6 +24,8 @@ EXHAUSTIVE_SIZE = 5  # cases of this size or less are also answered by exhaustiv
 GROWTH = 1.25  # each round's size over the last one's
 LARGEST = 200  # the largest size of a game that does not know its contest's limits
 CLOSE = 256  # bisection stops once the failing size is within 1/CLOSE of a passing one
+REPEAT_WORK = 16 * ROUND_WORK  # rounds at `largest` again double their cases, up to this
+# much size per shape: small rounds are mostly the fixed cost of a judging job
 MUTANTS = 64  # cases of a round of mutants of the contest's cases
 STACKED = 3  # changes stacked on one mutant, at most (as a fuzzer's havoc stacks them)
 
@@ -65,11 +67,12 @@ def rounds(
     problem: Problem, seed: int, largest: int, seeds: Sequence[Case] = ()
 ) -> Iterator[Round]:
     """The search's rounds: every shape of the game in each, sizes growing to `largest`
-    (then new cases at that size), each round drawn from its own seeded generator; right
-    after the dense small sizes, the game's max tests when `largest` reaches its limits;
-    after those, every other round mutants of `seeds` (the contest's cases)."""
+    (then new cases at that size, twice as many each round up to REPEAT_WORK), each round
+    drawn from its own seeded generator; right after the dense small sizes, the game's max
+    tests when `largest` reaches its limits; after those, every other round mutants of
+    `seeds` (the contest's cases)."""
     limits = limits_of(problem)
-    number = 0
+    number = repeats = 0
     for size in sizes(largest):
         if number == DENSE and limits is not None and largest >= limits.limit_size:
             cases = limits.max_tests(random.Random(f"hack/{seed}/max"))
@@ -80,6 +83,9 @@ def rounds(
             yield Round(number, 0, cases, [False] * len(cases))
             number += 1
         per_shape = max(1, min(MOST_PER_SHAPE, ROUND_WORK // size))
+        if size == largest:  # the same size again: a program that passed it runs it fast
+            per_shape = max(per_shape, min(per_shape << repeats, REPEAT_WORK // size))
+            repeats = min(repeats + 1, 30)
         rng = random.Random(f"hack/{seed}/{number}")
         shapes = [shape for shape in problem.shapes for _ in range(per_shape)]
         cases = [problem.generate(rng, shape, size) for shape in shapes]

@@ -249,6 +249,26 @@ def _grade(tests: Path, progs: Path, report: Path) -> subprocess.CompletedProces
     return _gamebatch("grade", "-p", "strgame", *where, "--time-limit", "0.5", "-q")
 
 
+def test_tests_with_the_same_answers_are_judged_each_on_its_own_input(tmp_path: Path) -> None:
+    """Two one-case tests whose answers are both Pure: a program wrong on one of them only
+    gets its WA there (its verdicts were once keyed by the answers alone, and the second
+    test took the first one's)."""
+    tests, progs = tmp_path / "tests", tmp_path / "progs" / "two"
+    tests.mkdir()
+    progs.mkdir(parents=True)
+    for name, text in (("t1", "1\n1 1\na\n"), ("t2", "1\n2 1\na\na\n")):
+        (tests / f"{name}.in").write_text(text)
+        (tests / f"{name}.ans").write_text("Pure\n")
+    wrong_on_two = GOOD.replace("// FAULT", "if (n == 2) pure = !pure;")
+    (progs / "main.cpp").write_text(wrong_on_two + f"// {tmp_path.name} {os.getpid()}\n")
+    report = tmp_path / "report.json"
+    done = _grade(tests, tmp_path / "progs", report)
+    assert done.returncode == 1, done.stderr
+    assert "judged 2 of 2 (program, test) pairs" in done.stderr, done.stderr
+    found = {s["test"]: s["verdicts"] for s in json.loads(report.read_text())["submissions"]}
+    assert found == {"t1": "A", "t2": "W"}
+
+
 def test_every_case_gets_its_own_verdict_and_a_rejudge_runs_only_what_changed(
     tmp_path: Path,
 ) -> None:
