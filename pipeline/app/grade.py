@@ -142,21 +142,21 @@ def grade(
     try:
         if solver is not None:  # a server's answers: the files are compared here
             compare = lambda todo: compare_here(todo, contest)  # noqa: E731
-            run = run_of(contest, solver, MemoryVerdicts(), compare, request.keep_going)
+            run = _run_of(contest, solver, MemoryVerdicts(), compare, request.keep_going)
             write_reports(run, request.reporting, report)
         else:
             with cluster(settings) as c:
                 store = RedisVerdicts(c.store.client, settings.result_ttl)
                 answered = cluster_solver(c, problem, progress)
                 compare = lambda todo: _compare_on(c, todo, contest, progress)  # noqa: E731
-                run = run_of(contest, answered, store, compare, request.keep_going)
+                run = _run_of(contest, answered, store, compare, request.keep_going)
                 write_reports(run, request.reporting, report)
     finally:
         progress.close()
     return Graded.of(run, notes)
 
 
-def run_of(
+def _run_of(
     contest: Contest, solver: Solver, store: VerdictStore, compare: Compare, keep_going: bool
 ) -> GradeRun:
     """The answers of the contest's tests, then the verdicts of the files not graded yet."""

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from pipeline.app.cluster import Cluster, cluster
-from pipeline.app.judge import JudgeLimits, Judgment, Prepared, judge_on, prepare
+from pipeline.app.judge import JudgeLimits, Judgment, Prepared, judge_ahead, judge_on, prepare
 from pipeline.app.solve import Report
 from pipeline.config import Settings
 from pipeline.data.files import check_output
@@ -26,6 +26,7 @@ from pipeline.grading.verdicts import CODES, VERDICT_OF, FileVerdicts
 from pipeline.hacking import plan
 from pipeline.hacking import report as hack_report
 from pipeline.hacking.hacks import Budget, Hack
+from pipeline.judging import programs as judged
 from pipeline.judging.programs import Program
 from pipeline.progress import ProgressBar
 
@@ -139,6 +140,7 @@ class _Search:
     ) -> None:
         self.c, self.problem, self.work, self.progress = c, problem, work, progress
         self.seeds = seeds  # the contest's cases, mutated between the later rounds
+        self._written: dict[tuple[int, int], _RoundTest] = {}  # rounds' tests, by round and room
         self.tests = 0
         self.said = time.monotonic()
 
@@ -169,44 +171,81 @@ class _Search:
         budget: Budget,
         deadline: float,
     ) -> None:
-        """Judge the rounds' cases until every program failed one, or the budget is spent."""
+        """Judge the rounds' cases until every program failed one, or the budget is spent;
+        each round's successor is queued while the workers judge it."""
         total = len(searching)
         largest = plan.largest_size(self.problem, budget.largest)
-        for found in plan.rounds(self.problem, seed, largest, self.seeds):
+        upcoming = plan.rounds(self.problem, seed, largest, self.seeds)  # never ends
+        found, how = next(upcoming), Judgment(self.problem, lazy=True)
+        while True:
+            following = next(upcoming)
             room = budget.cases - (hacks[searching[0].contestant].cases_tried if searching else 0)
             if not searching or room <= 0 or time.monotonic() >= deadline:
                 return
-            cases, checked = found.cases[:room], found.checked[:room]
-            if not cases:
-                continue  # no valid mutant
-            began = time.monotonic()
-            expected, verdicts = self.judge(cases, checked, searching, lazy=True)
-            spent, still = time.monotonic() - began, []
-            for program in searching:
-                hack = hacks[program.contestant]
-                hack.seconds += spent
-                got = verdicts[program.contestant]
-                index = plan.first_failure(got.codes)
-                hack.cases_tried += len(cases) if index is None else index + 1
-                if index is None:
-                    still.append(program)
-                elif got.codes[index] == CODES[Verdict.CE]:
-                    hack.skipped = "does not compile"
-                else:
-                    hack.case, hack.size, hack.checked = cases[index], found.size, checked[index]
-                    hack.verdict, hack.expected, hack.found = self.failure(expected, got, index)
+            if found.cases[:room]:  # else no valid mutant
+                began = time.monotonic()
+                test = self._round_test(found, room)
+                judge_ahead(self.c, how, [test.test], searching, self.progress)
+                left = room - len(test.cases)
+                if left > 0 and following.cases and time.monotonic() < deadline:
+                    after = self._round_test(following, left)
+                    judge_ahead(self.c, how, [after.test], searching, self.progress)
+                expected, verdicts = self.judged(test, searching, lazy=True)
+                still = self._take(found, test, expected, verdicts, searching, hacks, began)
+                if len(still) < len(searching) or time.monotonic() >= self.said + SAY_EVERY:
+                    self.said = time.monotonic()
+                    hacked = sum(h.hacked for h in hacks.values())
                     self.progress.say(
-                        f"{program.contestant}: hacked ({hack.verdict.value}) after"
-                        f" {hack.cases_tried} cases, {found.label}"
+                        f"round {found.number + 1}: {len(test.cases)} cases {found.label};"
+                        f" {hacked} hacked, {len(still)} of {total} still searched"
                     )
-            hacked = sum(h.hacked for h in hacks.values())
-            if len(still) < len(searching) or time.monotonic() >= self.said + SAY_EVERY:
-                self.said = time.monotonic()
+                searching[:] = still
+            found = following
+
+    def _take(
+        self,
+        found: plan.Round,
+        test: _RoundTest,
+        expected: str,
+        verdicts: dict[str, FileVerdicts],
+        searching: list[Program],
+        hacks: dict[str, Hack],
+        began: float,
+    ) -> list[Program]:
+        """Each program's outcome of a round: hacked, not compiling, or still searched."""
+        spent, still = time.monotonic() - began, []
+        for program in searching:
+            hack = hacks[program.contestant]
+            hack.seconds += spent
+            got = verdicts[program.contestant]
+            index = plan.first_failure(got.codes)
+            hack.cases_tried += len(test.cases) if index is None else index + 1
+            if index is None:
+                still.append(program)
+            elif got.codes[index] == CODES[Verdict.CE]:
+                hack.skipped = "does not compile"
+            else:
+                hack.case, hack.size = test.cases[index], found.size
+                hack.checked = test.checked[index]
+                hack.verdict, hack.expected, hack.found = self.failure(expected, got, index)
                 self.progress.say(
-                    f"round {found.number + 1}: {len(cases)} cases {found.label};"
-                    f" {hacked} hacked, {len(still)} of {total} still searched"
+                    f"{program.contestant}: hacked ({hack.verdict.value}) after"
+                    f" {hack.cases_tried} cases, {found.label}"
                 )
-            searching[:] = still
+        return still
+
+    def _round_test(self, found: plan.Round, room: int) -> _RoundTest:
+        """A round's first `room` cases written as one test with its answers (once; the
+        last two rounds' tests are kept)."""
+        key = (found.number, room)
+        if key not in self._written:
+            cases, checked = found.cases[:room], found.checked[:room]
+            self.tests += 1
+            test = _write_test(self.work / f"t{self.tests}", self.problem, cases, checked)
+            self._written[key] = _RoundTest(test, cases, checked)
+            while len(self._written) > 2:
+                del self._written[next(iter(self._written))]
+        return self._written[key]
 
     def shrink(self, program: Program, hack: Hack, deadline: float) -> None:
         """Bisect the hack's size while it fails the same way (a game that knows its
@@ -274,20 +313,26 @@ class _Search:
         return found
 
     def judge(
-        self, cases: list[Case], checked: list[bool], programs: list[Program], *, lazy: bool = False
+        self, cases: list[Case], checked: list[bool], programs: list[Program]
     ) -> tuple[str, dict[str, FileVerdicts]]:
-        """The answer codes of a test of `cases`, and each program's verdicts on it (`lazy`:
-        none after its first failing case)."""
+        """The answer codes of a test of `cases`, and each program's verdicts on it."""
         self.tests += 1
         test = _write_test(self.work / f"t{self.tests}", self.problem, cases, checked)
+        return self.judged(_RoundTest(test, cases, checked), programs)
+
+    def judged(
+        self, test: _RoundTest, programs: list[Program], *, lazy: bool = False
+    ) -> tuple[str, dict[str, FileVerdicts]]:
+        """The answer codes of a written test, and each program's verdicts on it (`lazy`:
+        none after its first failing case)."""
         how = Judgment(self.problem, lazy=lazy)
-        run = judge_on(self.c, how, [test], programs, self.progress)
+        run = judge_on(self.c, how, [test.test], programs, self.progress)
         verdicts = {}
         for sub, got in run.graded():
             if got is None:
                 raise GamebatchError(f"a generated test was refused: {run.found.broken}")
             verdicts[sub.contestant] = got
-        return run.found.expected[test.name], verdicts
+        return run.found.expected[test.test.name], verdicts
 
     def failure(
         self, expected: str, verdicts: FileVerdicts, index: int
@@ -297,6 +342,15 @@ class _Search:
         shown = kept.get(index + 1)
         want = self.problem.answers[ANSWER_CODES.index(expected[index])]
         return VERDICT_OF[verdicts.codes[index]], want, shown.found if shown else None
+
+
+@dataclass(frozen=True)
+class _RoundTest:
+    """A test written for the search: its file, cases and which were checked exhaustively."""
+
+    test: Test
+    cases: list[Case]
+    checked: list[bool]
 
 
 SEEDS = 2_000  # the contest's cases a search mutates, at most (the first ones of its tests)
@@ -321,9 +375,11 @@ def _write_test(stem: Path, problem: Problem, cases: list[Case], checked: list[b
         for case, check in zip(cases, checked, strict=True)
     ]
     source = stem.with_suffix(".in")
-    with source.open("w") as out:
-        out.write(f"{len(cases)}\n")
-        out.writelines(problem.format_case(case) for case in cases)
+    texts = [problem.format_case(case).encode() for case in cases]
+    with source.open("wb") as out:
+        out.write(b"%d\n" % len(cases))
+        out.writelines(texts)
+    judged.written(source, texts)  # its chunks need not read it back
     answers = stem.with_suffix(".ans")
     answers.write_text("".join(f"{word}\n" for word in words))
     return Test(stem.name, source, answers)

@@ -4,22 +4,22 @@ for every case (only (program, test) pairs whose verdicts are not stored yet); t
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipeline import escape
 from pipeline.app.cluster import Cluster, cluster
-from pipeline.app.grade import Graded, Reporting, cluster_solver, run_of, write_reports
+from pipeline.app.grade import Graded, Reporting, cluster_solver, write_reports
 from pipeline.app.solve import Report
-from pipeline.app.verdict_job import VerdictJob, verdicts
+from pipeline.app.verdict_job import Produce, VerdictJob, start, verdicts
 from pipeline.config import Settings
 from pipeline.data.producer import Queuer
 from pipeline.errors import UsageError
 from pipeline.games.problem import Problem
-from pipeline.grading import comparing, layout
+from pipeline.grading import answers, comparing, layout
 from pipeline.grading.rules import Scoring, Test
-from pipeline.grading.run import Contest, GradeRun
+from pipeline.grading.run import Contest, GradeRun, files_to_grade, grade_files
 from pipeline.grading.verdict_store import RedisVerdicts
 from pipeline.grading.verdicts import FileVerdicts, stopped_at_first_failure
 from pipeline.jobs.view import judging_line
@@ -155,43 +155,69 @@ def judge_on(
 ) -> GradeRun:
     """Judging on a cluster already open (a hack search judges many times); `report` hears
     how many pairs were judged now."""
-    problem, settings = how.problem, c.settings.judge
-    subs = judged.submissions(programs, tests)
-    salt = {p.contestant: judged.salt(settings, p, lazy=how.lazy) for p in programs}
-    contest = Contest(problem, tests, subs, how.scoring, False, salt)
-    chunks = judged.Chunks(problem, settings, programs, lazy=how.lazy)
+    judging = _Judging(c, how, tests, programs, progress)
     asked, did = [0], list[JobCounters]()
 
     def judge_todo(todo: Sequence[comparing.Output]) -> Iterator[FileVerdicts]:
         asked[0] = len(todo)
-        return _judged(c, todo, chunks, progress, did.append)
+        found = verdicts(
+            c, judging.job(todo), todo, judging.produce(todo), progress, done=did.append
+        )
+        return (stopped_at_first_failure(v) if how.lazy else v for v in found)
 
-    store = RedisVerdicts(c.store.client, c.settings.result_ttl)
-    answered = cluster_solver(c, problem, progress)
-    run = run_of(contest, answered, store, judge_todo, how.keep_going)
-    known = "; the rest were known" if asked[0] < len(subs) else ""
-    report(f"judged {asked[0]} of {len(subs)} (program, test) pairs{known}")
+    run = grade_files(judging.contest, judging.found, judging.store, judge_todo)
+    subs = len(judging.contest.submissions)
+    known = "; the rest were known" if asked[0] < subs else ""
+    report(f"judged {asked[0]} of {subs} (program, test) pairs{known}")
     if did and did[0].judging is not None:
         report(judging_line(did[0].judging._asdict()))
     return run
 
 
-def _judged(
-    c: Cluster,
-    todo: Sequence[comparing.Output],
-    chunks: judged.Chunks,
-    progress: ProgressBar,
-    done: Callable[[JobCounters], None],
-) -> Iterator[FileVerdicts]:
-    """The verdicts of `todo`, judged by the cluster's workers in one judging job (whose
-    counters `done` hears)."""
+def judge_ahead(
+    c: Cluster, how: Judgment, tests: list[Test], programs: list[Program], progress: ProgressBar
+) -> None:
+    """Queue a judging's chunks now, without waiting: a `judge_on` of the same later waits for
+    them instead of queueing them (a hack search queues its next round so)."""
+    judging = _Judging(c, how, tests, programs, progress)
+    _, todo = files_to_grade(judging.contest, judging.found, judging.store)
+    if todo:
+        start(c, judging.job(todo), todo, judging.produce(todo))
 
-    def produce(queue: Queuer) -> tuple[int, int]:
-        count, cases = chunks.produce(queue, todo)
-        progress.add_total(cases)
-        return count, cases
 
-    programs = len({o.path for o in todo})
-    job = VerdictJob("judge", chunks.problem.name, chunks.settings.batch_cases, programs)
-    for found in verdicts(c, job, todo, produce, progress, done=done):
-        yield stopped_at_first_failure(found) if chunks.lazy else found
+class _Judging:
+    """A judging's set-up on a cluster: its contest, answers, verdicts' store and chunks."""
+
+    def __init__(
+        self,
+        c: Cluster,
+        how: Judgment,
+        tests: list[Test],
+        programs: list[Program],
+        progress: ProgressBar,
+    ) -> None:
+        problem, settings = how.problem, c.settings.judge
+        subs = judged.submissions(programs, tests)
+        salt = {p.contestant: judged.salt(settings, p, lazy=how.lazy) for p in programs}
+        self.contest = Contest(problem, tests, subs, how.scoring, False, salt)
+        self.chunks = judged.Chunks(problem, settings, programs, lazy=how.lazy)
+        solver = cluster_solver(c, problem, progress)
+        self.found = answers.expected(problem, tests, solver, how.keep_going)
+        self.store = RedisVerdicts(c.store.client, c.settings.result_ttl)
+        self.progress = progress
+
+    def job(self, todo: Sequence[comparing.Output]) -> VerdictJob:
+        """The judging job of `todo`."""
+        programs = len({o.path for o in todo})
+        chunks = self.chunks
+        return VerdictJob("judge", chunks.problem.name, chunks.settings.batch_cases, programs)
+
+    def produce(self, todo: Sequence[comparing.Output]) -> Produce:
+        """How the job of `todo` queues its chunks."""
+
+        def produce(queue: Queuer) -> tuple[int, int]:
+            count, cases = self.chunks.produce(queue, todo)
+            self.progress.add_total(cases)
+            return count, cases
+
+        return produce

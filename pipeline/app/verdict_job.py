@@ -1,6 +1,6 @@
 """One verdict job's life, for comparing outputs, judging programs and hacking alike: named by
-its files, opened (or found done), produced within a window, waited for, its verdicts
-gathered per file, then kept a short while."""
+its files, opened (or found produced), produced within a window (possibly ahead of time),
+waited for, its verdicts gathered per file, then kept a short while."""
 
 from __future__ import annotations
 
@@ -44,12 +44,31 @@ def verdicts(
 ) -> Iterator[FileVerdicts]:
     """The verdicts of `todo`, in order, from one job on the cluster; `send` queues its chunks
     (default: to the workers), and `done` hears the job's counters once every chunk is done."""
+    job_id = start(c, job, todo, produce, send=send)
+    done(wait(c, job_id, timeout=None, progress=progress))
+    yield from comparing.gather(c.store, job_id, todo)
+    # the files' verdicts are kept by their keys now: the job is needed only by another
+    # grading of the same files that waits on it too, so it expires soon (were the last
+    # verdicts not stored after all, a re-run compares just those again)
+    c.store.finish(job_id, KEPT_SECONDS)
+
+
+def start(
+    c: Cluster,
+    job: VerdictJob,
+    todo: Sequence[comparing.Output],
+    produce: Produce,
+    *,
+    send: Send | None = None,
+) -> str:
+    """Open the job of `todo` and queue its chunks, unless its production was finished
+    already (by another grading of the same files, or ahead of time); its id."""
     job_id = comparing.job_id_for(job.problem, todo, kind=job.kind)
     s, store = c.settings, c.store
-    opened = comparing.open_job(
+    produced = comparing.open_job(
         store, job_id, job.problem, len(todo), job.max_cases, kind=job.kind, programs=job.programs
     )
-    if not opened:
+    if not produced:
         window = Window(store, job_id, s, lambda p: c.check(), chunks=s.chunk.window)
         try:
             queue = Queuer(store, send or c.send, job_id, window if s.chunk.window else None)
@@ -58,9 +77,4 @@ def verdicts(
             store.delete(job_id)
             raise
         comparing.finish_production(store, job_id, chunks, cases)
-    done(wait(c, job_id, timeout=None, progress=progress))
-    yield from comparing.gather(store, job_id, todo)
-    # the files' verdicts are kept by their keys now: the job is needed only by another
-    # grading of the same files that waits on it too, so it expires soon (were the last
-    # verdicts not stored after all, a re-run compares just those again)
-    store.finish(job_id, KEPT_SECONDS)
+    return job_id

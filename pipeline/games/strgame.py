@@ -155,9 +155,9 @@ def generate(rng: random.Random, shape: str, size: int) -> list[Any]:
     size = max(size, 1)
     k = rng.choice((1, MAX_K, MAX_K - 1)) if shape == "extreme-k" else rng.randint(1, 10)
     if shape == "long":  # one string; its parity decides, so both parities are drawn
-        words = ["".join(rng.choices("ab", k=max(1, size - rng.randrange(2))))]
+        words = [_letters(rng, "ab", max(1, size - rng.randrange(2)))]
     elif shape == "singles":
-        words = rng.choices(string.ascii_lowercase, k=size)
+        words = list(_letters(rng, string.ascii_lowercase, size))
     elif shape == "wide":
         words = _wide_words(size)
     elif shape == "chain":  # a, aa, ...: m(m + 1) / 2 letters at most `size`
@@ -171,14 +171,21 @@ def generate(rng: random.Random, shape: str, size: int) -> list[Any]:
             for _ in range(rng.randint(1, 4))
         ]
     else:  # few letters make shared prefixes, many make a flat trie: both are drawn
-        letters = string.ascii_lowercase[: rng.choice((2, 5, 26))]
-        words = []
-        left = size
-        while left > 0:
-            word = "".join(rng.choices(letters, k=min(left, rng.randint(1, 12))))
-            words.append(word)
-            left -= len(word)
+        text = _letters(rng, string.ascii_lowercase[: rng.choice((2, 5, 26))], size)
+        words, at = [], 0
+        for length in rng.randbytes(size):  # words of 1 to 12 letters
+            if at >= size:
+                break
+            words.append(text[at : at + 1 + length % 12])
+            at += 1 + length % 12
     return make_case(k, words)
+
+
+def _letters(rng: random.Random, alphabet: str, count: int) -> str:
+    """`count` letters drawn from `alphabet`, a byte of randomness each (a generator of 10^5
+    letters a case: a draw per letter in Python cost the hack search most of its time)."""
+    table = bytes(ord(alphabet[i % len(alphabet)]) for i in range(256))
+    return rng.randbytes(count).translate(table).decode()
 
 
 def _wide_words(size: int) -> list[str]:

@@ -245,8 +245,8 @@ def open_job(
     kind: str = "compare",
     programs: int = 0,
 ) -> bool:
-    """Open (or find) a comparison (or judging, of `programs`) job; whether every chunk of it
-    is done."""
+    """Open (or find) a comparison (or judging, of `programs`) job; whether its production
+    is finished (every chunk queued: nothing is left to produce, only to wait for)."""
     fields: dict[str, str | int] = {
         **({"programs": programs} if kind == "judge" else {}),
         "problem": problem,
@@ -259,9 +259,7 @@ def open_job(
     }
     store.open_job(job_id, fields)
     progress = store.progress(job_id)
-    return bool(
-        progress and progress.chunks is not None and progress.done_chunks == progress.chunks
-    )
+    return bool(progress and progress.chunks is not None)
 
 
 def finish_production(store: Store, job_id: str, chunks: int, cases: int) -> None:

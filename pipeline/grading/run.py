@@ -62,8 +62,20 @@ def grade_files(
     store: VerdictStore,
     compare: Callable[[Sequence[comparing.Output]], Iterator[FileVerdicts]],
 ) -> GradeRun:
-    """Each file's key and digest (32 bytes each, kept per file), then the verdicts of those
-    not stored yet, compared in one job."""
+    """The verdicts of the files not stored yet, compared in one job, then the run."""
+    keys, todo = files_to_grade(contest, found, store)
+    if todo:
+        store.put_many((o.key, got) for o, got in zip(todo, compare(todo), strict=True))
+    run = GradeRun(contest, keys, found, store)
+    run.count()
+    return run
+
+
+def files_to_grade(
+    contest: Contest, found: Found, store: VerdictStore
+) -> tuple[bytearray, Sequence[comparing.Output]]:
+    """Each file's key (32 bytes each, kept per file), and the files whose verdicts are not
+    stored yet (equal ones once)."""
     subs = contest.submissions
     keys, digests, todo = bytearray(32 * len(subs)), bytearray(32 * len(subs)), array("q")
     # a judged program's verdicts depend on its test's input too, not only on the answers
@@ -86,12 +98,7 @@ def grade_files(
             if not known and key not in seen:
                 seen.add(key)
                 todo.append(i)
-    if todo:
-        outputs = _Outputs(contest, found, keys, digests, todo)
-        store.put_many((o.key, got) for o, got in zip(outputs, compare(outputs), strict=True))
-    run = GradeRun(contest, keys, found, store)
-    run.count()
-    return run
+    return keys, _Outputs(contest, found, keys, digests, todo)
 
 
 class _Outputs(Sequence[comparing.Output]):
