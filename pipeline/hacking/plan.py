@@ -25,7 +25,8 @@ GROWTH = 1.25  # each round's size over the last one's
 LARGEST = 200  # the largest size of a game that does not know its contest's limits
 CLOSE = 256  # bisection stops once the failing size is within 1/CLOSE of a passing one
 REPEAT_WORK = 16 * ROUND_WORK  # rounds at `largest` again double their cases, up to this
-# much size per shape: small rounds are mostly the fixed cost of a judging job
+REPEAT_CASES = 16  # much size a shape, or this many cases a shape (the largest sizes): a small
+# round is mostly the fixed cost of a judging job, a sandbox start and its payloads
 MUTANTS = 64  # cases of a round of mutants of the contest's cases
 STACKED = 3  # changes stacked on one mutant, at most (as a fuzzer's havoc stacks them)
 
@@ -84,7 +85,9 @@ def rounds(
             number += 1
         per_shape = max(1, min(MOST_PER_SHAPE, ROUND_WORK // size))
         if size == largest:  # the same size again: a program that passed it runs it fast
-            per_shape = max(per_shape, min(per_shape << repeats, REPEAT_WORK // size))
+            per_shape = max(
+                per_shape, min(per_shape << repeats, max(REPEAT_WORK // size, REPEAT_CASES))
+            )
             repeats = min(repeats + 1, 30)
         rng = random.Random(f"hack/{seed}/{number}")
         shapes = [shape for shape in problem.shapes for _ in range(per_shape)]

@@ -291,3 +291,17 @@ def test_strgame_mutations_drop_repeat_cut_merge_take_and_change_k() -> None:
     assert any({"zz", "yy"} & set(w) for w in seen)  # taken from another case
     ks = {STRGAME.mutate(rng, case, other)[0] for _ in range(300)}
     assert {1, 10**9} <= ks
+
+
+def test_rounds_at_the_largest_size_again_grow_to_their_cap() -> None:
+    shapes = len(STRGAME.shapes)
+
+    def at_largest(largest: int, count: int) -> list[int]:
+        found = (len(r.cases) for r in plan.rounds(STRGAME, 1, largest) if r.size == largest)
+        return list(itertools.islice(found, count))
+
+    # doubling, to 8,192 letters a shape
+    assert at_largest(200, 8) == [shapes * n for n in (2, 4, 8, 16, 32, 40, 40, 40)]
+    assert at_largest(plan.largest_size(STRGAME, None), 7)[1:] == [
+        shapes * n for n in (1, 2, 4, 8, 16, 16)
+    ]  # the first one is the max tests
