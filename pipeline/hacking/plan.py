@@ -128,20 +128,18 @@ def mutants(problem: Problem, seeds: Sequence[Case], rng: random.Random, count: 
     """Up to `count` distinct valid mutants of the seeds, each of one to STACKED changes,
     within the contest's limits."""
     mutate = mutator(problem)
-    found: list[Case] = []
-    seen: set[str] = set()
-    for _ in range(count * 4 if mutate is not None and seeds else 0):
-        case = rng.choice(seeds)
-        for _ in range(rng.randint(1, STACKED)):
-            case = mutate.mutate(rng, case, rng.choice(seeds))  # type: ignore[union-attr]
-        text = problem.format_case(case)
-        if text in seen or not is_valid(problem, case) or problem.contest_limits(case):
-            continue
-        seen.add(text)
-        found.append(case)
-        if len(found) == count:
-            break
-    return found
+    if mutate is None or not seeds:
+        return []
+
+    def drawn() -> Iterator[Case]:
+        for _ in range(count * 4):
+            case = rng.choice(seeds)
+            for _ in range(rng.randint(1, STACKED)):
+                case = mutate.mutate(rng, case, rng.choice(seeds))
+            if not problem.contest_limits(case):
+                yield case
+
+    return _distinct_valid(problem, drawn(), count)
 
 
 def truth(problem: Problem, case: Case, checked: bool) -> int:
@@ -166,14 +164,19 @@ def first_failure(codes: str) -> int | None:
 
 def candidates(problem: Problem, case: Case, most: int) -> list[Case]:
     """Up to `most` valid, distinct cases smaller than `case`, in the game's shrink order."""
+    return _distinct_valid(problem, (c for c in problem.shrink(case) if c != case), most)
+
+
+def _distinct_valid(problem: Problem, cases: Iterator[Case], most: int) -> list[Case]:
+    """The first `most` of `cases` that are valid, each text once."""
     found: list[Case] = []
     seen: set[str] = set()
-    for smaller in problem.shrink(case):
-        text = problem.format_case(smaller)
-        if smaller == case or text in seen or not is_valid(problem, smaller):
+    for case in cases:
+        text = problem.format_case(case)
+        if text in seen or not is_valid(problem, case):
             continue
         seen.add(text)
-        found.append(smaller)
+        found.append(case)
         if len(found) == most:
             break
     return found
