@@ -16,7 +16,7 @@ from benchmarks.common import REFERENCE_SOURCES, Row, best_of, fresh_state, stop
 from pipeline.config import JudgeSettings
 from pipeline.judging.cases import CaseVerdict, judge_cases
 from pipeline.judging.sandbox import Bind, Limits, Sandbox, shared_folder
-from workers.programs import run_batch
+from workers.programs import Running, run_batch
 
 
 def judging(data: Path, quick: bool) -> list[Row]:
@@ -223,7 +223,8 @@ def _faulty_case(data: Path, quick: bool) -> list[Row]:
         (box / "main.c").write_text(FAULTY)
         subprocess.run(["gcc", "-O2", "-o", str(box / "main"), str(box / "main.c")], check=True)
         os.chmod(box / "main", 0o755)
-        sandbox, limits = Sandbox(), Limits(cpu_seconds=1.0)
+        c = JudgeSettings().languages["c"]
+        running = Running(Sandbox(), box, c, "main.c", Limits(cpu_seconds=1.0))
         numbers = list(range(1000))
         correct = [n if n != 500 else 502 for n in numbers]  # the crashing case left out
 
@@ -232,7 +233,7 @@ def _faulty_case(data: Path, quick: bool) -> list[Row]:
             start = time.perf_counter()
             found, runs = judge_cases(
                 [str(v % 2) for v in values],
-                lambda b: run_batch(sandbox, box, ["./main"], [cases[i] for i in b], limits),
+                lambda b: run_batch(running, [cases[i] for i in b]),
                 batch=len(values),
             )
             return found, runs, time.perf_counter() - start

@@ -145,37 +145,41 @@ class ServerSettings(Section, frozen=True):
             raise SettingError(("server", "tokens"), message)
 
 
-class LanguageSetting(Section, frozen=True):
-    """How a contestant's entry file (`main` + extension) is compiled and run, in /box of
-    the sandbox; `version` prints the compiler's version (it keys the compiled program)."""
+Extension = Annotated[str, Meta(pattern=r"^\.[A-Za-z0-9+]{1,8}$")]
 
-    extension: Annotated[str, Meta(pattern=r"^\.[a-z0-9+]{1,8}$")]
+
+class LanguageSetting(Section, frozen=True):
+    """How a contestant's program in one language is compiled and run in /box of the sandbox
+    (placeholders in pipeline/language_table.py); `version` prints the toolchain's version
+    (it keys the compiled program, and a worker without it judges none)."""
+
+    extensions: Annotated[tuple[Extension, ...], Meta(min_length=1)]
     compile: tuple[str, ...]  # empty: nothing to compile (the source is what runs)
     run: Annotated[tuple[str, ...], Meta(min_length=1)]
     version: Annotated[tuple[str, ...], Meta(min_length=1)]
+    name: str = ""  # as reports show it
+    codes: tuple[str, ...] = ()  # more names a contestant may give it (besides its key)
+    shebang: str = ""  # a first line that picks it among the languages of its extension
+    processes: Positive | None = None  # a run's processes and threads (None: 16)
+    runtime_mb: Count = 0  # what the runtime holds besides the program's heap ({heap_mb})
+    memory_errors: tuple[str, ...] = ()  # on standard error: the heap ran out (MLE, not RE)
+    system: tuple[str, ...] = ()  # more host paths the toolchain reads (read-only, globs)
+    compile_seconds: Seconds | None = None  # None: judge.compile_seconds
+    compile_memory_mb: Positive | None = None  # None: 1024
+    package: str = ""  # the Debian package that brings it, for a worker that lacks it
+
+    def __post_init__(self) -> None:
+        if self.shebang:
+            try:
+                re.compile(self.shebang)
+            except re.error as exc:
+                raise SettingError(("shebang",), f"not a regular expression: {exc}") from None
 
 
 def _languages() -> dict[str, LanguageSetting]:
-    return {
-        "cpp": LanguageSetting(
-            extension=".cpp",
-            compile=("/usr/bin/g++", "-std=c++17", "-O2", "-pipe", "-o", "main", "main.cpp"),
-            run=("./main",),
-            version=("/usr/bin/g++", "--version"),
-        ),
-        "c": LanguageSetting(
-            extension=".c",
-            compile=("/usr/bin/gcc", "-std=c11", "-O2", "-pipe", "-o", "main", "main.c", "-lm"),
-            run=("./main",),
-            version=("/usr/bin/gcc", "--version"),
-        ),
-        "python": LanguageSetting(
-            extension=".py",
-            compile=("/usr/bin/python3", "-I", "-S", "-m", "py_compile", "main.py"),
-            run=("/usr/bin/python3", "-I", "-S", "main.py"),
-            version=("/usr/bin/python3", "--version"),
-        ),
-    }
+    from pipeline.language_table import LANGUAGES
+
+    return {name: msgspec.convert(doc, LanguageSetting) for name, doc in LANGUAGES.items()}
 
 
 class JudgeSettings(Section, frozen=True):

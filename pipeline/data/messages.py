@@ -310,12 +310,14 @@ class JudgePayload(msgspec.Struct, frozen=True):
     cases: list[bytes]  # each case's text, as the game formats it
     refused: str = ""  # why the program is a compile error before it is compiled (no source)
     lazy: bool = False  # stop at the first failing case: the later ones are not run
+    entry: str = ""  # the source's file name ("": main and the language's first extension)
 
     def encode(self) -> bytes:
         """Compact JSON; bytes as latin-1 text (one character per byte)."""
         doc = {
             "refused": self.refused,
             "lazy": self.lazy,
+            "entry": self.entry,
             "format": FORMAT,
             "kind": "judge",
             "problem": self.problem,
@@ -437,4 +439,5 @@ def _judge_payload(doc: dict[str, Any]) -> JudgePayload:
         [case.encode("latin-1") for case in doc["cases"]],
         str(doc.get("refused", "")),
         doc.get("lazy", False) is True,
+        str(doc.get("entry", "")),
     )

@@ -21,10 +21,14 @@ from pipeline.games.reader import read_cases
 from pipeline.games.tokens import TokenReader
 from pipeline.grading import comparing
 from pipeline.grading.rules import Submission, Test
+from pipeline.judging import languages as languages_of
+from pipeline.judging.languages import NotJudged
 from pipeline.judging.sandbox import Limits
 
-JUDGING = 5  # the version of how programs are judged: part of every verdict's key
-ENTRY = "main"  # a contestant's entry file is main.<extension>
+JUDGING = 6  # the version of how programs are judged: part of every verdict's key
+ENTRY = "main"  # among several source files of a contestant, the entry is main.<extension>
+CODE_FILE = "language"  # a contestant's file that names its language (`pypy3`, `python3`)
+UNAVAILABLE = "unavailable: "  # how toolchain() begins for a toolchain that is not here
 CHUNK_BYTES = 1 << 20  # of case texts in one judging chunk, about
 
 
@@ -35,36 +39,71 @@ class Program:
     contestant: str
     source: Path
     language: str
+    code_file: Path | None = None  # the `language` file that named its language, if one did
 
 
 def find_programs(
     folder: Path, languages: dict[str, LanguageSetting]
 ) -> tuple[list[Program], list[str]]:
-    """One program per contestant folder (its main.<extension>), and notes on folders
-    skipped (none, or more than one, entry file; links and other files are never read)."""
-    by_extension = {lang.extension: name for name, lang in languages.items()}
+    """One program per contestant: a folder with one source file (main.<extension> among
+    several), or a source file of its own in `folder` (named by its file name); notes on
+    what is skipped or not judged (links and other files are never read)."""
     if not folder.is_dir():
         raise UsageError(f"programs folder {folder} does not exist")
     programs, notes = [], []
     for entry in sorted(folder.iterdir()):
         name = escape.file_name(entry.name)
-        if entry.is_symlink() or not entry.is_dir() or entry.name.startswith("."):
-            notes.append(f"{name} is not a contestant's folder: skipped")
-            continue
-        found = [
-            p
-            for p in sorted(entry.iterdir())
-            if p.stem == ENTRY and p.suffix in by_extension and p.is_file() and not p.is_symlink()
-        ]
-        if len(found) != 1:
-            kinds = ", ".join(f"{ENTRY}{ext}" for ext in by_extension)
-            why = "no entry file" if not found else "more than one entry file"
-            notes.append(f"{name}: {why} (one of {kinds}): skipped")
-            continue
-        programs.append(Program(name, found[0], by_extension[found[0].suffix]))
+        try:
+            programs.append(_program(entry, languages))
+        except NotJudged as why:
+            notes.append(f"{name}: {escape.terminal(str(why))}")
     if not programs:
         raise UsageError(f"no contestant's program in {folder}")
     return programs, notes
+
+
+def _program(entry: Path, languages: dict[str, LanguageSetting]) -> Program:
+    """The program of one entry of a programs folder; NotJudged says why there is none."""
+    if entry.is_symlink() or entry.name.startswith("."):
+        raise NotJudged("not a contestant's folder or source file: skipped")
+    if entry.is_file():
+        if not languages_of.is_source(entry.name, languages):
+            raise NotJudged("not a contestant's folder or source file: skipped")
+        source, code_file = entry, None
+    elif entry.is_dir():
+        source, code_file = _entry_file(entry, languages)
+    else:
+        raise NotJudged("not a contestant's folder or source file: skipped")
+    code = _read_code(code_file) if code_file is not None else ""
+    with source.open("rb") as stream:
+        first = stream.readline(256)
+    language = languages_of.identify(source.name, first, languages, code)
+    made = toolchain(languages[language].version)
+    if made.startswith(UNAVAILABLE):
+        lang = languages[language]
+        install = f"; apt-get install {lang.package}" if lang.package else ""
+        raise NotJudged(f"not judged: no {lang.name or language} here ({made}{install})")
+    return Program(escape.file_name(entry.name), source, language, code_file)
+
+
+def _entry_file(folder: Path, languages: dict[str, LanguageSetting]) -> tuple[Path, Path | None]:
+    """A contestant folder's entry file (its one source file, or main.<extension> among
+    several), and its `language` file if it has one."""
+    files = [p for p in sorted(folder.iterdir()) if p.is_file() and not p.is_symlink()]
+    code_file = next((p for p in files if p.name == CODE_FILE), None)
+    sources = [p for p in files if languages_of.is_source(p.name, languages)]
+    if len(sources) > 1:
+        sources = [p for p in sources if p.stem.casefold() == ENTRY]
+    if len(sources) != 1:
+        why = "no source file" if not sources else "more than one source file and no main.*"
+        raise NotJudged(f"{why} of a language judged here: skipped")
+    return sources[0], code_file
+
+
+def _read_code(path: Path) -> str:
+    """The language code a contestant's `language` file gives (its first line)."""
+    with path.open("rb") as stream:
+        return stream.read(64).decode("utf-8", errors="replace").strip().split("\n")[0]
 
 
 def submissions(programs: list[Program], tests: list[Test]) -> list[Submission]:
@@ -78,12 +117,15 @@ def submissions(programs: list[Program], tests: list[Test]) -> list[Submission]:
 
 @cache
 def toolchain(version: tuple[str, ...]) -> str:
-    """A compiler's version: the first line its version command prints."""
+    """A toolchain's version: the first line its version command prints ("unavailable: ..."
+    when that command is missing or fails)."""
     try:
-        done = subprocess.run(list(version), capture_output=True, timeout=30, check=False)
+        done = subprocess.run(list(version), capture_output=True, timeout=60, check=False)
         text = (done.stdout or done.stderr).decode(errors="replace").strip()
     except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"unavailable: {exc}"
+        return f"{UNAVAILABLE}{exc.strerror if isinstance(exc, OSError) else exc}: {version[0]}"
+    if done.returncode != 0:
+        return f"{UNAVAILABLE}{' '.join(version)[:80]} exited with {done.returncode}"
     return text.splitlines()[0] if text else "unknown"
 
 
@@ -98,7 +140,7 @@ def salt(settings: JudgeSettings, program: Program, *, lazy: bool = False) -> st
     """What a program's verdicts depend on besides its bytes and the answers (and whether
     its tests stop at their first failing case)."""
     lang = settings.languages[program.language]
-    made = f"{program.language}:{lang!r}:{toolchain(lang.version)}"
+    made = f"{program.language}:{program.source.name}:{lang!r}:{toolchain(lang.version)}"
     return f"{JUDGING}:{made}:{limits_of(settings)!r}" + (":lazy" if lazy else "")
 
 
@@ -157,6 +199,7 @@ class Chunks:
             self.case_texts(output.test)[first:end],
             refused,
             self.lazy,
+            program.source.name,
         ).encode()
 
     def case_texts(self, test: Path) -> list[bytes]:

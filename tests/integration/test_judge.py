@@ -229,7 +229,7 @@ def _contest(root: Path) -> tuple[Path, Path]:
     (progs / "cee" / "main.c").write_text(C_PROGRAM + mark)
     (progs / "huge").mkdir()  # over judge.max_source_kb: a compile error, never compiled
     (progs / "huge" / "main.cpp").write_text(GOOD + mark + "// padding\n" * 30_000)
-    (progs / "empty").mkdir()  # no entry file: skipped with a warning
+    (progs / "empty").mkdir()  # no source file: skipped with a warning
     return tests, progs
 
 
@@ -276,7 +276,7 @@ def test_every_case_gets_its_own_verdict_and_a_rejudge_runs_only_what_changed(
     report = tmp_path / "report.json"
     first = _grade(tests, progs, report)
     assert first.returncode == 1, first.stderr  # some programs are wrong
-    assert "empty: no entry file" in first.stderr
+    assert "empty: no source file" in first.stderr
     assert "judged 9 of 9 (program, test) pairs" in first.stderr, first.stderr
     doc = json.loads(report.read_text())
     codes = {s["contestant"]: s["verdicts"] for s in doc["submissions"]}

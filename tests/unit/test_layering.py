@@ -18,7 +18,7 @@ ROOMS: list[tuple[str, ...]] = [
         "pipeline.children",
         "pipeline.exiting",
     ),
-    ("pipeline.config", "pipeline.settings_doc"),
+    ("pipeline.config", "pipeline.settings_doc", "pipeline.language_table"),
     ("pipeline.games",),
     ("pipeline.store",),
     ("pipeline.data",),
