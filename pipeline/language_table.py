@@ -9,7 +9,8 @@ from typing import Any
 # extension, {memory_mb} a run's memory limit in MiB and {heap_mb} that less `runtime_mb`.
 _JVM_FLAGS = [
     "-Dfile.encoding=UTF-8", "-XX:+UseSerialGC", "-Xss64m", "-Xms{heap_mb}m", "-Xmx{heap_mb}m",
-    "-XX:-UsePerfData", "-XX:+ExitOnOutOfMemoryError", "-Xlog:disable", "-Xlog:all=warning:stderr",
+    "-XX:-UsePerfData", "-XX:+ExitOnOutOfMemoryError", "-XX:+DisplayVMOutputToStderr",
+    "-Xlog:disable", "-Xlog:all=warning:stderr",
 ]  # fmt: skip
 # what a JVM says on standard error when its heap, not the machine, ran out: MLE, not RE
 _JVM_MEMORY = ["java.lang.OutOfMemoryError: Java heap space", "GC overhead limit exceeded"]

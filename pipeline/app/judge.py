@@ -199,7 +199,8 @@ class _Judging:
         problem, settings = how.problem, c.settings.judge
         subs = judged.submissions(programs, tests)
         salt = {p.contestant: judged.salt(settings, p, lazy=how.lazy) for p in programs}
-        self.contest = Contest(problem, tests, subs, how.scoring, False, salt)
+        made = {p.contestant: judged.made_by(settings, p) for p in programs}
+        self.contest = Contest(problem, tests, subs, how.scoring, False, salt, made)
         self.chunks = judged.Chunks(problem, settings, programs, lazy=how.lazy)
         solver = cluster_solver(c, problem, progress)
         self.found = answers.expected(problem, tests, solver, how.keep_going)

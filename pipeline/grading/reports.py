@@ -26,13 +26,15 @@ how to keep the bodies made now."""
 
 
 class GradeRun(Protocol):
-    """What reports read of a grading (grade_service.GradeRun)."""
+    """What reports read of a grading (grading.run.GradeRun)."""
 
     found: Found
     standings: list[Standing]
 
     @property
     def problem(self) -> Problem: ...
+    @property
+    def programs(self) -> dict[str, tuple[str, str]]: ...
     def case_text(self, test: str, index: int) -> str | None: ...
     def graded(self) -> Iterator[tuple[Submission, FileVerdicts | None]]: ...
     def pieces(self, kinds: list[str]) -> Iterator[Piece]: ...
@@ -206,6 +208,11 @@ class JsonReport(Report):
             "problem": run.problem.name,
             "answers": answers,
         }
+        if run.programs:
+            head["programs"] = [
+                {"contestant": name, "language": language, "toolchain": made}
+                for name, (language, made) in sorted(run.programs.items())
+            ]
         if run.found.broken:
             head["invalid_tests"] = [
                 {"test": t, "error": e} for t, e in sorted(run.found.broken.items())

@@ -47,6 +47,8 @@ class Contest:
     scoring: Scoring
     ignore_case: bool
     salt: dict[str, str] = field(default_factory=dict)  # per contestant: keys of programs
+    # per contestant judged: its program's language and the toolchain's version
+    programs: dict[str, tuple[str, str]] = field(default_factory=dict)
 
     def test_input(self, name: str) -> Path:
         """The input file of a test."""
@@ -161,6 +163,11 @@ class GradeRun:
     def tests(self) -> list[Test]:
         """The tests, in order."""
         return self.contest.tests
+
+    @property
+    def programs(self) -> dict[str, tuple[str, str]]:
+        """Per contestant judged: its program's language and toolchain's version."""
+        return self.contest.programs
 
     def key(self, i: int) -> str | None:
         """The key of submission `i`'s verdicts (None: its test is broken)."""

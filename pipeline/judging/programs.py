@@ -129,6 +129,12 @@ def toolchain(version: tuple[str, ...]) -> str:
     return text.splitlines()[0] if text else "unknown"
 
 
+def made_by(settings: JudgeSettings, program: Program) -> tuple[str, str]:
+    """A program's language (as reports name it) and its toolchain's version."""
+    lang = settings.languages[program.language]
+    return lang.name or program.language, toolchain(lang.version)
+
+
 def limits_of(settings: JudgeSettings) -> Limits:
     """Each run's limits."""
     return Limits(

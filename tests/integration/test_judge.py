@@ -380,7 +380,7 @@ def test_a_hostile_program_gets_its_verdict_and_leaves_nothing(hostile: Path, na
     assert run.status in EXPECTED[name], run
     assert out.stat().st_size <= LIMITS.output_bytes
     assert run.wall_seconds < LIMITS.wall + 2
-    _nothing_left()
+    nothing_left()
 
 
 def test_a_run_is_told_which_limit_stopped_it(hostile: Path) -> None:
@@ -393,7 +393,7 @@ def test_a_run_is_told_which_limit_stopped_it(hostile: Path) -> None:
     slept = Sandbox(FIRST_UID).run(["./sleeper"], LIMITS, [Bind(hostile, "/box")])
     assert (slept.status, slept.wall_clock) == (Status.TLE, True), slept
     assert re.fullmatch(r"wall clock 2\.\d s", slept.detail), slept.detail
-    _nothing_left()
+    nothing_left()
 
 
 PEEK = r"""
@@ -464,7 +464,7 @@ def test_a_program_sees_no_secret_no_other_file_and_no_network(
     assert redis_server.password not in seen and "GAMEBATCH" not in seen, seen
     uid = int(seen.rsplit("uid ", 1)[1])
     assert FIRST_UID <= uid < FIRST_UID + 64  # not root, a uid of its own
-    _nothing_left()
+    nothing_left()
 
 
 SYSCALLS = r"""
@@ -553,7 +553,7 @@ def test_the_syscall_wall_refuses_what_no_contest_program_needs(hostile: Path) -
     seen = dict(line.split() for line in out.read_text().splitlines())
     assert run.status == Status.OK, (run, seen)
     assert seen == REFUSED
-    _nothing_left()
+    nothing_left()
 
 
 def test_a_missing_sandbox_is_a_clear_error_at_start(tmp_path: Path) -> None:
@@ -571,7 +571,7 @@ def test_bubblewrap_is_installed_where_the_tests_run() -> None:
     assert shutil.which("bwrap"), ".ci/run installs bubblewrap: the judge's tests need it"
 
 
-def _nothing_left(*, cgroups: bool = True) -> None:
+def nothing_left(*, cgroups: bool = True) -> None:
     """No process of a run's uid is alive (killed ones may take a moment to be reaped by
     the machine's init), and no run's cgroup is left."""
     left: list[str] = []
@@ -655,7 +655,7 @@ def test_a_worker_killed_while_it_judges_loses_nothing(
     }, err
     assert attempts >= 2, attempts  # the killed worker's chunk was run again
     sweep_runs()  # what the next judge on this host does first (a guard usually did it)
-    _nothing_left()  # the killed worker's run is over, its cgroups gone
+    nothing_left()  # the killed worker's run is over, its cgroups gone
     client.close()
 
 
