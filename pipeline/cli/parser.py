@@ -194,7 +194,8 @@ def _grading_commands(sub: Any) -> None:
     p.add_argument(
         "--programs",
         **DIR,
-        help="judge programs: one folder per contestant with main.cpp, main.c or main.py",
+        help="judge programs: a source file per contestant, alone or in a folder of its own"
+        " (C, C++, Python, PyPy, Java, Kotlin, Rust, Go, JavaScript, C#: docs/judging.md)",
     )
     _limit_options(p)
     p.add_argument(
@@ -227,7 +228,7 @@ def _hack_command(sub: Any) -> None:
         "--programs",
         **DIR,
         required=True,
-        help="one folder per contestant with main.cpp, main.c or main.py",
+        help="a source file per contestant, alone or in a folder of its own (docs/judging.md)",
     )
     p.add_argument("--tests", **DIR, help="search only what these accept")
     p.add_argument("--seed", type=int, default=1, help="the search's seed (default 1)")

@@ -252,7 +252,7 @@ def _run_archive(
 
 def _pack(archive: BinaryIO, tests: list[Any], programs: list[Any]) -> None:
     """The bulk layout with progs/: tests/NAME.in (.ans), a problem package's as
-    tests/sample/... and tests/secret/..., progs/CONTESTANT/main.EXT."""
+    tests/sample/... and tests/secret/..., each program's files under progs/."""
     with tarfile.open(fileobj=archive, mode="w:gz") as tar:
         for test in tests:
             stem = test.name if "/" in test.name else test.input.stem  # a package's keep
@@ -260,7 +260,8 @@ def _pack(archive: BinaryIO, tests: list[Any], programs: list[Any]) -> None:
             if test.answers is not None:
                 tar.add(test.answers, f"tests/{stem}.ans")
         for program in programs:
-            tar.add(program.source, f"progs/{program.source.parent.name}/{program.source.name}")
+            for path, name in program.files():
+                tar.add(path, f"progs/{name}")
 
 
 def _until_ended(client: Client, grading: dict[str, Any]) -> dict[str, Any]:

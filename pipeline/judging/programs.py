@@ -40,6 +40,14 @@ class Program:
     source: Path
     language: str
     code_file: Path | None = None  # the `language` file that named its language, if one did
+    alone: bool = False  # a source file of its own in the programs folder (no folder)
+
+    def files(self) -> list[tuple[Path, str]]:
+        """Its files, each with its path under the programs folder."""
+        if self.alone:
+            return [(self.source, self.source.name)]
+        found = [self.source, *([self.code_file] if self.code_file else [])]
+        return [(path, f"{path.parent.name}/{path.name}") for path in found]
 
 
 def find_programs(
@@ -83,7 +91,7 @@ def _program(entry: Path, languages: dict[str, LanguageSetting]) -> Program:
         lang = languages[language]
         install = f"; apt-get install {lang.package}" if lang.package else ""
         raise NotJudged(f"not judged: no {lang.name or language} here ({made}{install})")
-    return Program(escape.file_name(entry.name), source, language, code_file)
+    return Program(escape.file_name(entry.name), source, language, code_file, entry.is_file())
 
 
 def _entry_file(folder: Path, languages: dict[str, LanguageSetting]) -> tuple[Path, Path | None]:
@@ -92,12 +100,11 @@ def _entry_file(folder: Path, languages: dict[str, LanguageSetting]) -> tuple[Pa
     files = [p for p in sorted(folder.iterdir()) if p.is_file() and not p.is_symlink()]
     code_file = next((p for p in files if p.name == CODE_FILE), None)
     sources = [p for p in files if languages_of.is_source(p.name, languages)]
-    if len(sources) > 1:
-        sources = [p for p in sources if p.stem.casefold() == ENTRY]
-    if len(sources) != 1:
+    entries = [p for p in sources if p.stem.casefold() == ENTRY] if len(sources) > 1 else sources
+    if len(entries) != 1:
         why = "no source file" if not sources else "more than one source file and no main.*"
         raise NotJudged(f"{why} of a language judged here: skipped")
-    return sources[0], code_file
+    return entries[0], code_file
 
 
 def _read_code(path: Path) -> str:

@@ -16,8 +16,8 @@ from typing import IO
 
 _BLOCK = 1 << 20
 _LAYOUT = (
-    "tests/NAME.in, tests/NAME.ans, subs/CONTESTANT/NAME.out or progs/CONTESTANT/main.cpp"
-    " (.c, .py), scoring.yaml"
+    "tests/NAME.in, tests/NAME.ans, subs/CONTESTANT/NAME.out, progs/CONTESTANT/SOURCE"
+    " (and its `language` file) or progs/SOURCE, scoring.yaml"
 )
 
 
@@ -137,8 +137,8 @@ def _in_layout(parts: list[str]) -> bool:
         return parts[1].endswith((".in", ".ans")) and not parts[1].startswith(".")
     if len(parts) == 3 and parts[0] == "subs":
         return parts[2].endswith(".out") and not parts[1].startswith(".")
-    if len(parts) == 3 and parts[0] == "progs":
-        return parts[2].startswith("main.") and not parts[1].startswith(".")
+    if len(parts) in (2, 3) and parts[0] == "progs":  # which are programs: judging/programs.py
+        return not any(part.startswith(".") for part in parts[1:])
     return False
 
 
