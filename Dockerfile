@@ -11,9 +11,12 @@ COPY workers ./workers
 RUN pip wheel --no-cache-dir --no-deps --wheel-dir /wheels .
 
 FROM python:3.11-slim
-# bubblewrap: the sandbox of `grade --programs`; g++ and gcc: the contestants' compilers
-RUN apt-get update && apt-get install -y --no-install-recommends bubblewrap g++ gcc libc6-dev \
-    && rm -rf /var/lib/apt/lists/*
+# bubblewrap: the sandbox of `grade --programs`; then every contest language's toolchain
+# (docs/judging.md#languages: drop the ones a contest does not use). The JDK's packages
+# expect the man folders that slim images leave out.
+RUN mkdir -p /usr/share/man/man1 && apt-get update && apt-get install -y --no-install-recommends \
+    bubblewrap g++ gcc libc6-dev python3 pypy3 default-jdk-headless kotlin rustc golang-go \
+    nodejs mono-mcs && rm -rf /var/lib/apt/lists/*
 RUN useradd --create-home gamebatch && mkdir /spool && chown gamebatch /spool
 WORKDIR /app
 COPY configs ./configs

@@ -3,6 +3,7 @@ contestant folders or files of their own, a `language` file, shebangs, missing t
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import msgspec
@@ -157,3 +158,12 @@ def test_a_worker_without_the_toolchain_judges_none_of_the_chunk() -> None:
         with pytest.raises(BadPayload):
             _entry(msgspec.structs.replace(chunk, language="java", entry=entry), java)
     assert _entry(msgspec.structs.replace(chunk, language="java"), java) == "main.java"
+
+
+def test_every_language_is_installed_by_the_worker_image_and_ci() -> None:
+    root = Path(__file__).resolve().parents[2]
+    dockerfile, ci = (root / "Dockerfile").read_text(), (root / ".ci" / "run").read_text()
+    for name, lang in LANGUAGES.items():
+        assert f" {lang.package} " in dockerfile.replace("\\\n", " "), name
+        if lang.package not in ("g++", "gcc", "python3"):  # on every machine of this kind
+            assert re.search(rf"[\s(]{re.escape(lang.package)}[\s)]", ci), name
