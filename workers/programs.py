@@ -84,7 +84,7 @@ class Runner:
         words = [problem.answers[ANSWER_CODES.index(c)] for c in payload.expected]
         program = program_key(payload, lang)
         entry = _entry(payload, lang)
-        built = payload.refused or self.compile(payload.source, payload.language, lang, entry)
+        built = payload.refused or self.compile([(entry, payload.source)], payload.language, lang)
         if isinstance(built, str):
             memory.store.note_judged(memory.job_id, program, failed=True, run=0, kept=0)
             return _letters(compile_error(len(words), built), payload.file, payload.first)
@@ -127,27 +127,45 @@ class Runner:
             )
         return lang
 
-    def compile(self, source: bytes, name: str, lang: LanguageSetting, entry: str) -> Path | str:
+    def compile(
+        self,
+        files: list[tuple[str, bytes]],
+        name: str,
+        lang: LanguageSetting,
+        *,
+        limits: Limits | None = None,
+    ) -> Path | str:
         """The folder of the runnable program, or the compiler's messages (a CE); compiled
-        once per (source, entry file, language, compiler) on this machine."""
-        made = f"{name}:{entry}:{lang!r}:{toolchain(lang.version)}"
-        key = hashlib.sha256(source + made.encode())
+        once per (files, language, compiler) on this machine. Its entry file is the first
+        of `files` (plain names: checked by the caller)."""
+        made = f"{name}:{lang!r}:{toolchain(lang.version)}:{limits!r}"
+        key = hashlib.sha256(made.encode())
+        for file, data in files:
+            key.update(b"\0%d:%s\0" % (len(data), file.encode()) + data)
         done = self.cache / key.hexdigest()
         with self._lock, (self.cache / f"{key.hexdigest()}.lock").open("a") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)  # another process of this host building it: wait
             if not done.exists():
-                self._build(source, lang, entry, done)
+                self._build(files, lang, done, limits)
         error = done / "compile-error.txt"
         return error.read_text(errors="replace") if error.exists() else done / "box"
 
-    def _build(self, source: bytes, lang: LanguageSetting, entry: str, done: Path) -> None:
+    def _build(
+        self,
+        files: list[tuple[str, bytes]],
+        lang: LanguageSetting,
+        done: Path,
+        limits: Limits | None,
+    ) -> None:
         work = Path(tempfile.mkdtemp(prefix="build-", dir=self.cache))
         os.chmod(work, 0o711)
         box = work / "box"
         box.mkdir(mode=0o755)
-        (box / entry).write_bytes(source)
+        for file, data in files:
+            (box / file).write_bytes(data)
+        entry = files[0][0]
         if lang.compile:
-            _compile(self.sandbox, self.settings, lang, entry, work)
+            _compile(self.sandbox, self.settings, lang, entry, work, limits)
         for path in [box, *box.rglob("*")]:  # runs are other uids: readable, not writable
             os.chown(path, 0, 0, follow_symlinks=False)
             if not path.is_symlink():
@@ -216,13 +234,23 @@ def _entry(payload: JudgePayload, lang: LanguageSetting) -> str:
     return entry
 
 
-def _compile(
-    sandbox: Sandbox, settings: JudgeSettings, lang: LanguageSetting, entry: str, work: Path
-) -> None:
+def compile_limits(settings: JudgeSettings, lang: LanguageSetting) -> Limits:
+    """A compiler's limits: its language's, else the judge's."""
     seconds = lang.compile_seconds or settings.compile_seconds
     memory = (lang.compile_memory_mb or languages.COMPILE_MEMORY_MB) << 20
-    limits = Limits(seconds, memory, 64 << 20, processes=64, open_files=256, tmp_bytes=256 << 20)
-    argv = languages.commands(lang, entry, memory).compile
+    return Limits(seconds, memory, 64 << 20, processes=64, open_files=256, tmp_bytes=256 << 20)
+
+
+def _compile(
+    sandbox: Sandbox,
+    settings: JudgeSettings,
+    lang: LanguageSetting,
+    entry: str,
+    work: Path,
+    given: Limits | None = None,
+) -> None:
+    limits = given or compile_limits(settings, lang)
+    argv = languages.commands(lang, entry, limits.memory_bytes).compile
     building = Running(sandbox, work / "box", lang, entry, limits)
     with (work / "messages").open("wb") as messages:
         run = sandbox.run(

@@ -23,6 +23,7 @@ from pipeline.data.messages import (
     FilePayload,
     JudgePayload,
     Payload,
+    RunPayload,
     SlicePayload,
     encode_answer,
     open_payload,
@@ -138,13 +139,22 @@ def run_chunk(store: Store, job_id: str, index: int, policy: Policy = DEFAULT_PO
     except BadPayload as exc:
         store.fail_chunk(job_id, index, str(exc))
         return Outcome.FAILED
-    problem = find_problem(payload.problem)
-    if problem is None:
-        store.fail_chunk(job_id, index, f"unknown problem {payload.problem!r}")
-        return Outcome.FAILED
     if attempt > policy.max_attempts:
         where = _where(store, job_id, index, payload)
         store.fail_chunk(job_id, index, f"{where}: its worker died in {attempt - 1} attempts")
+        return Outcome.FAILED
+    if isinstance(payload, RunPayload):  # a problem package's: no game of ours
+        with Lease(store, job_id, index, policy):
+            try:
+                codes, details = _package_chunk(payload, policy)
+            except BadPayload as exc:
+                store.fail_chunk(job_id, index, str(exc))
+                return Outcome.FAILED
+        saved = store.save_answers(job_id, index, codes, details, digest)
+        return Outcome.SOLVED if saved else Outcome.DUPLICATE
+    problem = find_problem(payload.problem)
+    if problem is None:
+        store.fail_chunk(job_id, index, f"unknown problem {payload.problem!r}")
         return Outcome.FAILED
     with Lease(store, job_id, index, policy):
         if isinstance(payload, ComparePayload | JudgePayload):
@@ -186,6 +196,15 @@ def _check_chunk(
     return _judge_runner(policy.judge).judge(problem, payload, memory)
 
 
+def _package_chunk(payload: RunPayload, policy: Policy) -> tuple[str, str]:
+    """A problem package's run chunk: its letter and details."""
+    if policy.judge is None:
+        raise BadPayload("this process does not judge programs")
+    from workers.packages import run_chunk
+
+    return run_chunk(_judge_runner(policy.judge), payload)
+
+
 _RUNNERS: dict[str, Runner] = {}
 
 
@@ -220,6 +239,8 @@ def _where(store: Store, job_id: str, index: int, payload: Payload) -> str:
     if isinstance(payload, JudgePayload):
         last = payload.first + len(payload.cases) - 1
         return f"judging chunk {index} (cases {payload.first}-{last})"
+    if isinstance(payload, RunPayload):
+        return f"run chunk {index} (file {payload.file})"
     count = len(payload.cases) if isinstance(payload, ChunkPayload) else payload.count
     offset = store.cursor(job_id, index)
     if offset is None and count == 1:

@@ -333,7 +333,40 @@ class JudgePayload(msgspec.Struct, frozen=True):
         return json.dumps(doc, separators=(",", ":")).encode()
 
 
-Payload = ChunkPayload | SlicePayload | FilePayload | ComparePayload | JudgePayload
+class ProgramFiles(msgspec.Struct, frozen=True):
+    """A program by content: its language, the toolchain the producer saw, its entry file and
+    every file of it (a validator's header beside its source)."""
+
+    language: str
+    toolchain: str
+    entry: str
+    files: list[tuple[str, bytes]]
+
+
+class RunPayload(msgspec.Struct, frozen=True, kw_only=True):
+    """A problem package's run on one test: `program` run on the input and its output
+    validated (mode "solve": by `validator`, or the default validator with `flags`), or an
+    input validator run on the input with `flags` (mode "input")."""
+
+    problem: str  # the package's name, for the job's lines
+    file: int  # the (program, test) pair's place in its job
+    mode: str
+    program: ProgramFiles
+    limits: tuple[float, int, int]  # CPU seconds, memory and output bytes of the run
+    input: bytes
+    answer: bytes = b""
+    validator: ProgramFiles | None = None  # None: the default output validator
+    flags: list[str] = msgspec.field(default_factory=list)
+    validation: tuple[float, int, int] = (60.0, 2 << 30, 8 << 20)  # the validator's limits
+    kind: str = "run"
+    format: int = FORMAT
+
+    def encode(self) -> bytes:
+        """JSON (bytes as base64)."""
+        return msgspec.json.encode(self)
+
+
+Payload = ChunkPayload | SlicePayload | FilePayload | ComparePayload | JudgePayload | RunPayload
 
 
 def decode_payload(data: bytes, *, inner: bool = False) -> Payload:
@@ -350,6 +383,8 @@ def decode_payload(data: bytes, *, inner: bool = False) -> Payload:
             return _compare_payload(doc)
         if version == FORMAT and doc.get("kind") == "judge":
             return _judge_payload(doc)
+        if version == FORMAT and doc.get("kind") == "run":
+            return msgspec.json.decode(data, type=RunPayload)
         if version == FORMAT and doc.get("kind") == "file":
             return _file_payload(doc)
         if version == FORMAT and doc.get("kind") == "slice" and newline >= 0:

@@ -26,6 +26,7 @@ ROOMS: list[tuple[str, ...]] = [
     ("pipeline.grading",),
     ("pipeline.hacking",),
     ("pipeline.judging",),
+    ("pipeline.packages",),
     ("workers",),
     ("pipeline.local",),
     ("pipeline.app",),

@@ -1,0 +1,166 @@
+"""A problem package's chunk on a worker: a submission run on one test in the sandbox and its
+output validated (the default validator here, or the package's own in the sandbox, by the
+Kattis calling convention), or an input validator run on a test."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from pipeline.config import LanguageSetting
+from pipeline.data.messages import BadPayload, ProgramFiles, RunPayload
+from pipeline.judging import languages
+from pipeline.judging.programs import UNAVAILABLE, toolchain
+from pipeline.judging.sandbox import Bind, Limits, Status, shared_folder
+from pipeline.packages import default_validator
+from workers.programs import Runner, system_binds
+
+ACCEPTED, WRONG = 42, 43  # an output validator's exit statuses (and an input validator's 42)
+JUDGE_ERROR = "J"  # a validator that failed: the judge's fault, never the contestant's
+LETTERS = {Status.TLE: "T", Status.MLE: "L", Status.OLE: "O", Status.RE: "R"}
+MESSAGE_BYTES = 2048  # of a validator's judge message kept
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One run's verdict: its letter, what a report shows, CPU time and peak memory."""
+
+    letter: str
+    message: str
+    cpu_seconds: float = 0.0
+    peak_bytes: int = 0
+
+
+def run_chunk(runner: Runner, payload: RunPayload) -> tuple[str, str]:
+    """The chunk's letter and details, as a judging chunk's."""
+    verdict = _judged(runner, payload)
+    shown = [] if verdict.letter == "A" else [[1, verdict.message]]
+    usage = [[round(verdict.cpu_seconds * 1e6), verdict.peak_bytes >> 10]]
+    return verdict.letter, json.dumps([[payload.file, 1, shown, None, usage]])
+
+
+def _judged(runner: Runner, payload: RunPayload) -> Verdict:
+    program = _built(runner, payload.program, payload.limits)
+    if isinstance(program, str):
+        return Verdict("C", program)
+    folder, lang = program
+    with tempfile.TemporaryDirectory(prefix="gamebatch-pkg-", dir=shared_folder("runs")) as work:
+        place = Path(work)
+        os.chmod(place, 0o711)
+        given = _file(place / "input", payload.input)
+        if payload.mode == "input":
+            return _input_validation(runner, payload, folder, lang, given)
+        if payload.mode != "solve":
+            raise BadPayload(f"a run of mode {payload.mode!r}")
+        output = place / "output"
+        limits = Limits(*payload.limits, processes=languages.processes(lang))
+        argv = languages.commands(lang, payload.program.entry, limits.memory_bytes).run
+        with given.open("rb") as stdin, output.open("wb") as stdout:
+            run = runner.sandbox.run(argv, limits, _binds(folder, lang), stdin=stdin, stdout=stdout)
+        if run.status != Status.OK:
+            return Verdict(LETTERS[run.status], run.detail, run.cpu_seconds, run.peak_bytes)
+        found = _validated(runner, payload, place, given, output)
+        return Verdict(found.letter, found.message, run.cpu_seconds, run.peak_bytes)
+
+
+def _validated(
+    runner: Runner, payload: RunPayload, place: Path, given: Path, output: Path
+) -> Verdict:
+    """The output's verdict from the default validator, or the package's own."""
+    if payload.validator is None:
+        try:
+            flags = default_validator.Flags.parse(payload.flags)
+        except ValueError as exc:
+            return Verdict(JUDGE_ERROR, f"the default validator's flags: {exc}")
+        why = default_validator.validate(output.read_bytes(), payload.answer, flags)
+        return Verdict("A" if why is None else "W", why or "")
+    checker = _built(runner, payload.validator, payload.validation)
+    if isinstance(checker, str):
+        return Verdict(JUDGE_ERROR, f"the output validator did not compile: {checker[:500]}")
+    folder, lang = checker
+    answer = _file(place / "answer", payload.answer)
+    feedback = place / "feedback"
+    feedback.mkdir(mode=0o755)
+    limits = Limits(*payload.validation, processes=languages.processes(lang))
+    argv = languages.commands(lang, payload.validator.entry, limits.memory_bytes).run
+    argv += ["/judge/input", "/judge/answer", "/judge/feedback/", *payload.flags]
+    binds = [
+        *_binds(folder, lang),
+        Bind(given, "/judge/input"),
+        Bind(answer, "/judge/answer"),
+        Bind(feedback, "/judge/feedback", writable=True),
+    ]
+    with output.open("rb") as stdin:
+        run = runner.sandbox.run(argv, limits, binds, stdin=stdin)
+    said = _message(feedback / "judgemessage.txt")
+    if run.status == Status.OK or (
+        run.status == Status.RE and run.exit_code not in (ACCEPTED, WRONG)
+    ):
+        return Verdict(JUDGE_ERROR, f"the output validator {run.detail or 'exited with 0'}: {said}")
+    if run.status != Status.RE:
+        return Verdict(JUDGE_ERROR, f"the output validator ran out of its limits ({run.detail})")
+    return Verdict("A" if run.exit_code == ACCEPTED else "W", said)
+
+
+def _input_validation(
+    runner: Runner, payload: RunPayload, folder: Path, lang: LanguageSetting, given: Path
+) -> Verdict:
+    """A: the input validator accepts the test (exit 42), W: it rejects it, J: it failed."""
+    limits = Limits(*payload.limits, processes=languages.processes(lang))
+    argv = languages.commands(lang, payload.program.entry, limits.memory_bytes).run
+    with tempfile.TemporaryFile() as said, given.open("rb") as stdin:
+        run = runner.sandbox.run(
+            [*argv, *payload.flags], limits, _binds(folder, lang), stdin=stdin, stderr=said
+        )
+        said.seek(0)
+        message = said.read(MESSAGE_BYTES).decode(errors="replace").strip()
+    if run.status == Status.RE and run.exit_code == ACCEPTED:
+        return Verdict("A", "", run.cpu_seconds, run.peak_bytes)
+    if run.status in (Status.OK, Status.RE):
+        return Verdict("W", message or run.detail or "exit code 0", run.cpu_seconds, run.peak_bytes)
+    return Verdict(JUDGE_ERROR, f"the input validator ran out of its limits ({run.detail})")
+
+
+def _built(
+    runner: Runner, program: ProgramFiles, limits: tuple[float, int, int]
+) -> tuple[Path, LanguageSetting] | str:
+    """The compiled program's folder and language, or its compile error."""
+    lang = runner.settings.languages.get(program.language)
+    if lang is None:
+        raise BadPayload(f"this worker has no language {program.language!r} (judge.languages)")
+    here = toolchain(lang.version)
+    if here.startswith(UNAVAILABLE) or here != program.toolchain:
+        raise BadPayload(
+            f"this worker's {program.language} toolchain is {here!r},"
+            f" the run's {program.toolchain!r}"
+        )
+    try:
+        names = [languages.entry_name(name) for name, _ in program.files]
+    except ValueError as exc:
+        raise BadPayload(f"a package program's file: {exc}") from None
+    if program.entry not in names:
+        raise BadPayload(f"a package program without its entry file {program.entry!r}")
+    files = sorted(program.files, key=lambda f: f[0] != program.entry)  # the entry first
+    built = runner.compile(files, program.language, lang)
+    return built if isinstance(built, str) else (built, lang)
+
+
+def _binds(folder: Path, lang: LanguageSetting) -> list[Bind]:
+    return [Bind(folder, "/box"), *system_binds(lang)]
+
+
+def _file(path: Path, data: bytes) -> Path:
+    path.write_bytes(data)
+    os.chmod(path, 0o644)
+    return path
+
+
+def _message(path: Path) -> str:
+    try:
+        with path.open("rb") as stream:
+            return stream.read(MESSAGE_BYTES).decode(errors="replace").strip()
+    except OSError:
+        return ""
