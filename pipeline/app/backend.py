@@ -13,6 +13,7 @@ if TYPE_CHECKING:  # each workflow is loaded when it runs: a one-case solve load
     from pipeline.app.jobs import JobsView, Queued, SubmitRequest
     from pipeline.app.judge import JudgeRequest
     from pipeline.app.solve import Report, Solved, SolveRequest
+    from pipeline.app.verify import Verified, VerifyRequest
     from pipeline.config import Settings
 
 
@@ -27,6 +28,7 @@ class Backend(Protocol):
     def grade(self, request: GradeRequest) -> Graded: ...
     def judge(self, request: JudgeRequest) -> Graded: ...
     def hack(self, request: HackRequest) -> Hacked: ...
+    def verify(self, request: VerifyRequest) -> Verified: ...
 
 
 class OnCluster:
@@ -78,3 +80,8 @@ class OnCluster:
         from pipeline.app.hack import hack
 
         return hack(self.settings, request, self.report)
+
+    def verify(self, request: VerifyRequest) -> Verified:
+        from pipeline.app.verify import verify
+
+        return verify(self.settings, request, self.report)

@@ -29,6 +29,7 @@ COMMANDS = {
     "grade": ("grading", "grade"),
     "diff": ("grading", "diff"),
     "hack": ("hacking", "hack"),
+    "verify": ("hacking", "verify"),
     "serve": ("running", "serve"),
     "worker": ("running", "worker"),
     "config": ("running", "config"),

@@ -1,4 +1,4 @@
-"""`hack`: arguments into a request, the summary printed by the workflow."""
+"""`hack` and `verify`: arguments into a request, the summary printed by the workflow."""
 
 from __future__ import annotations
 
@@ -26,3 +26,13 @@ def hack(front: Front) -> int:
         args.quiet,
     )
     return front.backend.hack(request).status
+
+
+def verify(front: Front) -> int:
+    from pipeline.app.verify import VerifyRequest, summary
+
+    args = front.args
+    request = VerifyRequest(args.package, args.json, args.quiet, args.max_time)
+    found = front.backend.verify(request)
+    sys.stdout.write("".join(line + "\n" for line in summary(found)))
+    return 0 if found.ok else 1

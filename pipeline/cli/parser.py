@@ -34,6 +34,7 @@ def parser() -> argparse.ArgumentParser:
     _service_commands(sub)
     _grading_commands(sub)
     _hack_command(sub)
+    _verify_command(sub)
     _toolkit_commands(sub)
     return parser
 
@@ -247,6 +248,25 @@ def _hack_command(sub: Any) -> None:
         "--out", type=Path, default=Path("hacks"), metavar="DIR", help="default: ./hacks"
     )
     p.add_argument("--json", type=Path, metavar="REPORT", help="write the JSON report")
+    _follow_options(p)
+
+
+def _verify_command(sub: Any) -> None:
+    p = _command(
+        sub,
+        "verify",
+        "check a problem package as problemtools' verifyproblem does, on the workers",
+        broker=EMBEDDED,
+    )
+    p.add_argument("package", type=Path, metavar="PACKAGE", help="the package's folder")
+    p.add_argument("--json", type=Path, metavar="REPORT", help="write the JSON report")
+    p.add_argument(
+        "--max-time",
+        type=float,
+        default=10.0,
+        metavar="S",
+        help="CPU seconds of an accepted run where the package states no time limit (default 10)",
+    )
     _follow_options(p)
 
 

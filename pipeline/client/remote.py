@@ -20,6 +20,7 @@ from pipeline.app.hack import Hacked, HackRequest
 from pipeline.app.jobs import JobsView, Queued, SubmitRequest
 from pipeline.app.judge import JudgeLimits, JudgeRequest
 from pipeline.app.solve import Report, Solved, SolveRequest
+from pipeline.app.verify import Verified, VerifyRequest
 from pipeline.client.http import Client, RemoteInputError, ended_well
 from pipeline.config import Settings
 from pipeline.data.files import atomic_write
@@ -172,6 +173,10 @@ class OverHttp:
         finally:
             client.close()
         return _graded(report, request.reporting.summary, prepared.notes)
+
+    def verify(self, request: VerifyRequest) -> Verified:
+        """Not over HTTP yet: a package is verified on a cluster (docs/packages.md)."""
+        raise UsageError("verify --server is not supported yet: verify on the cluster itself")
 
     def hack(self, request: HackRequest) -> Hacked:
         """The programs (and tests) sent as one archive and searched by the server's

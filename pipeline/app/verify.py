@@ -1,0 +1,344 @@
+"""Verifying a problem package (`gamebatch verify`), as problemtools' verifyproblem does, with
+every run a chunk on the workers: the input validators on every test (and against the invalid
+inputs), the accepted submissions (whose slowest run gives the time limit), then every other
+submission under the limit times its safety margin, each held to its folder's promise."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pipeline import escape
+from pipeline.app.cluster import Cluster, cluster
+from pipeline.app.solve import Report
+from pipeline.app.verdict_job import VerdictJob, verdicts
+from pipeline.config import Settings
+from pipeline.data.messages import ProgramFiles, RunPayload
+from pipeline.data.producer import Queuer
+from pipeline.grading import comparing
+from pipeline.grading.verdict_store import RedisVerdicts
+from pipeline.grading.verdicts import FileVerdicts
+from pipeline.judging.programs import toolchain
+from pipeline.packages import package as packages
+from pipeline.packages.outcomes import PROMISED, Outcome, Run, outcome, tle_margin_kept
+from pipeline.packages.package import Package, PackageProgram
+from pipeline.progress import ProgressBar
+
+VERIFYING = 1  # the version of how package runs are judged: part of every run's key
+
+
+@dataclass(frozen=True)
+class VerifyRequest:
+    """`gamebatch verify PACKAGE`: its checks, a JSON report where asked."""
+
+    package: Path
+    json: Path | None = None
+    quiet: bool = False
+    max_seconds: float = 10.0  # accepted runs' CPU cap where the package states no time limit
+
+
+@dataclass(frozen=True)
+class Checked:
+    """A submission's runs, its verdict, and whether its folder's promise holds."""
+
+    program: PackageProgram
+    promise: str
+    runs: list[Run]
+    outcome: Outcome
+    kept: bool
+    note: str = ""
+
+
+@dataclass
+class Verified:
+    """What verify found: the time limit and its margins, the input checks, the submissions,
+    and every problem found (none: the package is as it promises)."""
+
+    package: Package
+    time_limit: float
+    slowest: float
+    inputs: list[tuple[str, Run]] = field(default_factory=list)  # (validator, its run)
+    submissions: list[Checked] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """Whether every check passed."""
+        return not self.problems
+
+
+def verify(settings: Settings, request: VerifyRequest, report: Report) -> Verified:
+    """The `verify` workflow; `report` hears the notes on what is not judged."""
+    pkg = packages.read(request.package, settings.judge.languages)
+    for note in pkg.notes:
+        report(f"not judged: {escape.terminal(note)}")
+    if not settings.broker_url:  # local workers judge: their sandbox first
+        from pipeline.judging.sandbox import Sandbox
+
+        Sandbox(settings.judge.first_uid, settings.judge.slots).check()
+    progress = ProgressBar("verify", enabled=not request.quiet)
+    try:
+        with cluster(settings) as c:
+            found = _verify_on(_Runs(c, pkg, progress), pkg, request.max_seconds)
+    finally:
+        progress.close()
+    if request.json is not None:
+        request.json.write_text(json.dumps(as_json(found), indent=1) + "\n")
+    return found
+
+
+def _verify_on(runs: _Runs, pkg: Package, max_seconds: float) -> Verified:
+    inputs = runs.input_checks()
+    cap = pkg.limits.time_limit or max_seconds
+    accepted = runs.submissions(pkg.submissions["accepted"], cap)
+    slowest = max((r.seconds for rs in accepted.values() for r in rs if r.letter == "A"), default=0)
+    time_limit = packages.derived_time_limit(pkg.limits, slowest)
+    high = time_limit * pkg.limits.time_safety_margin
+    others = [p for promise in PROMISED if promise != "accepted" for p in pkg.submissions[promise]]
+    found = Verified(pkg, time_limit, slowest, inputs)
+    found.problems += _input_problems(pkg, inputs)
+    everyone = {**accepted, **runs.submissions(others, high)}
+    for promise in PROMISED:
+        for program in pkg.submissions[promise]:
+            if program.not_judged:
+                continue
+            found.submissions.append(_checked(program, promise, everyone[program.name], found))
+    found.problems += [
+        f"{c.program.name} is {c.outcome.verdict}, not {PROMISED[c.promise]}{_where(c.outcome)}"
+        for c in found.submissions
+        if not c.kept
+    ]
+    return found
+
+
+def _checked(program: PackageProgram, promise: str, runs: list[Run], found: Verified) -> Checked:
+    result = outcome(runs, found.time_limit)
+    note = ""
+    if promise == "time_limit_exceeded" and result.verdict == "TLE":
+        margin = found.package.limits.time_safety_margin
+        if not tle_margin_kept(runs, found.time_limit, margin):
+            note = f"runs past the limit but within {margin:g} times it (the safety margin)"
+    if result.verdict == "JE" and result.failed is not None:
+        found.problems.append(f"judge error on {result.failed.test}: {result.failed.message}")
+    return Checked(program, promise, runs, result, result.keeps(promise), note)
+
+
+def _where(result: Outcome) -> str:
+    failed = result.failed
+    if failed is None:
+        return ""
+    said = f": {failed.message}" if failed.message else ""
+    return f" on {failed.test}{said}"
+
+
+def _input_problems(pkg: Package, inputs: list[tuple[str, Run]]) -> list[str]:
+    problems = []
+    invalid = {path.relative_to(pkg.root / "data").as_posix() for path in pkg.invalid_inputs}
+    for validator, run in inputs:
+        if run.letter == "J":
+            problems.append(f"{validator} failed on {run.test}: {run.message}")
+        elif run.test in invalid and run.letter == "A":
+            problems.append(f"{validator} accepts {run.test}, an invalid input")
+        elif run.test not in invalid and run.letter != "A":
+            problems.append(f"{validator} rejects {run.test}: {run.message or 'no reason given'}")
+    return problems
+
+
+class _Runs:
+    """A package's runs on the cluster, one verdict job per stage, each run kept by content."""
+
+    def __init__(self, c: Cluster, pkg: Package, progress: ProgressBar) -> None:
+        self.c, self.pkg, self.progress = c, pkg, progress
+        self.store = RedisVerdicts(c.store.client, c.settings.result_ttl)
+        self.settings = c.settings.judge
+
+    def input_checks(self) -> list[tuple[str, Run]]:
+        """Every input validator on every test and every invalid input."""
+        limits = self._limits(self.pkg.limits.validation_seconds, validation=True)
+        pairs = []
+        for validator in self.pkg.input_validators:
+            if validator.not_judged:
+                continue
+            for test in self.pkg.tests:
+                pairs.append((validator, test.name, test.input, b"", list(test.input_flags)))
+            for path in self.pkg.invalid_inputs:
+                name = path.relative_to(self.pkg.root / "data").as_posix()
+                pairs.append((validator, name, path, b"", []))
+        made = [
+            RunPayload(
+                problem=self.pkg.name,
+                file=0,
+                mode="input",
+                program=self._files(v),
+                limits=limits,
+                input=path.read_bytes(),
+                flags=flags,
+            )
+            for v, _, path, _, flags in pairs
+        ]
+        found = self._run(made)
+        return [(v.name, _run(name, got)) for (v, name, *_), got in zip(pairs, found, strict=True)]
+
+    def submissions(self, programs: list[PackageProgram], seconds: float) -> dict[str, list[Run]]:
+        """Every judged program of `programs` on every test, under `seconds` of CPU."""
+        judged = [p for p in programs if not p.not_judged]
+        limits = self._limits(seconds)
+        checker = self._files(self.pkg.output_validator) if self.pkg.output_validator else None
+        validation = self._limits(self.pkg.limits.validation_seconds, validation=True)
+        inputs = {t.name: (t.input.read_bytes(), t.answer.read_bytes()) for t in self.pkg.tests}
+        made = [
+            RunPayload(
+                problem=self.pkg.name,
+                file=0,
+                mode="solve",
+                program=self._files(p),
+                limits=limits,
+                input=inputs[t.name][0],
+                answer=inputs[t.name][1],
+                validator=checker,
+                flags=[*self.pkg.validator_flags, *t.output_flags],
+                validation=validation,
+            )
+            for p in judged
+            for t in self.pkg.tests
+        ]
+        found = iter(self._run(made))
+        return {p.name: [_run(t.name, next(found)) for t in self.pkg.tests] for p in judged}
+
+    def _run(self, payloads: list[RunPayload]) -> list[FileVerdicts]:
+        """Each payload's verdict: kept ones from the store, the rest from one job."""
+        keys = [_key(p) for p in payloads]
+        kept = self.store.get_many(keys)
+        todo = [i for i, v in enumerate(kept) if v is None]
+        if todo:
+            outputs = [comparing.Output(keys[i], None, "x", keys[i]) for i in todo]
+            fresh = list(self._job(outputs, [payloads[i] for i in todo]))
+            self.store.put_many((keys[i], v) for i, v in zip(todo, fresh, strict=True))
+            for i, got in zip(todo, fresh, strict=True):
+                kept[i] = got
+        return [v for v in kept if v is not None]
+
+    def _job(
+        self, outputs: Sequence[comparing.Output], payloads: list[RunPayload]
+    ) -> list[FileVerdicts]:
+        def produce(queue: Queuer) -> tuple[int, int]:
+            answered = queue.store.answered(queue.job_id)
+            for n, payload in enumerate(payloads):
+                if n not in answered:
+                    queue.put(n, _numbered(payload, n).encode())
+            self.progress.add_total(len(payloads))
+            return len(payloads), len(payloads)
+
+        job = VerdictJob("verify", "package", 1, len({p.program.entry for p in payloads}))
+        return list(verdicts(self.c, job, outputs, produce, self.progress))
+
+    def _files(self, program: PackageProgram) -> ProgramFiles:
+        lang = self.settings.languages[program.language]
+        files = [(name, path.read_bytes()) for name, path in program.files]
+        return ProgramFiles(program.language, toolchain(lang.version), program.entry, files)
+
+    def _limits(self, seconds: float, *, validation: bool = False) -> tuple[float, int, int]:
+        limits = self.pkg.limits
+        memory = limits.validation_memory_mb if validation else limits.memory_mb
+        return (seconds, memory << 20, limits.output_mb << 20)
+
+
+def _numbered(payload: RunPayload, n: int) -> RunPayload:
+    import msgspec
+
+    return msgspec.structs.replace(payload, file=n)
+
+
+def _key(payload: RunPayload) -> str:
+    """What a run's verdict depends on: the program, the test, the validator, the limits."""
+    digest = hashlib.sha256(f"verify:{VERIFYING}:".encode())
+    digest.update(payload.encode())
+    return "run-" + digest.hexdigest()
+
+
+def _run(test: str, found: FileVerdicts) -> Run:
+    message = found.shown[0][1] if found.shown else ""
+    seconds = found.usage[0][0] / 1e6 if found.usage else 0.0
+    return Run(test, found.codes[:1] or "J", seconds, message or "")
+
+
+def as_json(found: Verified) -> dict[str, Any]:
+    """The JSON report (`"format": "gamebatch-verify"`)."""
+    pkg = found.package
+    return {
+        "format": "gamebatch-verify",
+        "version": 1,
+        "package": pkg.name,
+        "type": "scoring" if pkg.scoring else "pass-fail",
+        "time_limit": found.time_limit,
+        "slowest_accepted": found.slowest,
+        "time_multiplier": pkg.limits.time_multiplier,
+        "time_safety_margin": pkg.limits.time_safety_margin,
+        "tests": [t.name for t in pkg.tests],
+        "input_validation": [
+            {"validator": v, "test": r.test, "verdict": r.letter, "message": r.message}
+            for v, r in found.inputs
+        ],
+        "submissions": [
+            {
+                "name": c.program.name,
+                "language": c.program.language,
+                "promise": c.promise,
+                "verdict": c.outcome.verdict,
+                "as_promised": c.kept,
+                "first_failure": None
+                if c.outcome.failed is None
+                else {"test": c.outcome.failed.test, "message": c.outcome.failed.message},
+                "slowest": c.outcome.slowest,
+                "note": c.note,
+                "runs": [
+                    {"test": r.test, "verdict": r.letter, "seconds": r.seconds} for r in c.runs
+                ],
+            }
+            for c in found.submissions
+        ],
+        "not_judged": [
+            {"name": p.name, "why": p.not_judged}
+            for programs in (pkg.submissions.values(), [pkg.input_validators])
+            for group in programs
+            for p in group
+            if p.not_judged
+        ],
+        "problems": found.problems,
+        "ok": found.ok,
+    }
+
+
+def summary(found: Verified) -> list[str]:
+    """The text summary, a line each."""
+    pkg = found.package
+    multiplier = pkg.limits.time_multiplier
+    how = "stated" if pkg.limits.time_limit is not None else "derived"
+    if how == "derived":
+        how = f"the slowest accepted run {found.slowest:.2f} s x {multiplier:g}, rounded up"
+    lines = [
+        f"{pkg.name}: {len(pkg.tests)} tests, time limit {found.time_limit:g} s ({how});"
+        f" TLE submissions must run past {found.time_limit * pkg.limits.time_safety_margin:g} s",
+    ]
+    checked = len(found.inputs)
+    rejected = sum(1 for _, r in found.inputs if r.letter != "A")
+    if checked:
+        lines.append(
+            f"input validators: {checked} checks, {rejected} rejections (of invalid inputs too)"
+        )
+    for c in found.submissions:
+        mark = "as promised" if c.kept else f"PROMISED {PROMISED[c.promise]}"
+        where = _where(c.outcome)
+        lines.append(
+            f"{escape.terminal(c.program.name)}: {c.outcome.verdict}{where}"
+            f" (slowest {c.outcome.slowest:.2f} s) {mark}" + (f"; {c.note}" if c.note else "")
+        )
+    lines += [f"problem: {escape.terminal(p)}" for p in found.problems]
+    lines.append(
+        "verified: every check passed" if found.ok else f"{len(found.problems)} problems found"
+    )
+    return lines
