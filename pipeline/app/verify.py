@@ -110,7 +110,7 @@ def _verify_on(runs: _Runs, pkg: Package, max_seconds: float) -> Verified:
     found.problems += [
         f"{c.program.name} is {c.outcome.verdict}, not {PROMISED[c.promise]}{_where(c.outcome)}"
         for c in found.submissions
-        if not c.kept
+        if not c.kept and c.outcome.verdict != "JE"  # the validator's fault, named above
     ]
     return found
 
@@ -123,7 +123,10 @@ def _checked(program: PackageProgram, promise: str, runs: list[Run], found: Veri
         if not tle_margin_kept(runs, found.time_limit, margin):
             note = f"runs past the limit but within {margin:g} times it (the safety margin)"
     if result.verdict == "JE" and result.failed is not None:
-        found.problems.append(f"judge error on {result.failed.test}: {result.failed.message}")
+        checker = found.package.output_validator
+        who = checker.name if checker is not None else "the default validator"
+        failed = result.failed
+        found.problems.append(f"{who}: judge error on {failed.test}: {failed.message}")
     return Checked(program, promise, runs, result, result.keeps(promise), note)
 
 

@@ -180,15 +180,15 @@ def _output_validator(
 ) -> PackageProgram | None:
     """The custom output validator (legacy output_validators/NAME, or 2023-07's
     output_validator/), or None."""
-    for folder in (root / "output_validator", root / "output_validators"):
-        programs = _programs_in(folder, root, languages, notes)
-        if folder.name == "output_validator" and folder.is_dir() and not programs:
-            return program_of(folder, root, languages)
-        if len(programs) > 1:
-            raise UsageError(f"{folder} holds more than one output validator")
-        if programs:
-            return programs[0]
-    return None
+    if (root / "output_validator").is_dir():  # 2023-07: the folder is the program
+        program = program_of(root / "output_validator", root, languages)
+        if program.not_judged:
+            notes.append(f"{program.name}: {program.not_judged}")
+        return program
+    programs = _programs_in(root / "output_validators", root, languages, notes)
+    if len(programs) > 1:
+        raise UsageError(f"{root / 'output_validators'} holds more than one output validator")
+    return programs[0] if programs else None
 
 
 def program_of(path: Path, root: Path, languages: dict[str, LanguageSetting]) -> PackageProgram:

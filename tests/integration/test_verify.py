@@ -1,0 +1,191 @@
+"""`gamebatch verify PACKAGE` on packages written here: a custom output validator that accepts
+many right answers, with submissions in several languages; the default validator's float
+tolerance; a planted wrong submission in accepted/; a validator that fails; invalid inputs;
+and a second verify that runs nothing (every run kept by content)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import command_env
+
+pytestmark = pytest.mark.skipif(
+    os.geteuid() != 0, reason="the sandbox runs programs as other uids: it needs root"
+)
+
+# Any two non-negative integers that sum to n: many right answers, one in the .ans file.
+CHECKER = """
+import sys
+n = int(open(sys.argv[1]).read())
+words = sys.stdin.read().split()
+ok = len(words) == 2 and all(w.isdigit() for w in words) and sum(map(int, words)) == n
+if not ok:
+    open(sys.argv[3] + "judgemessage.txt", "w").write(f"{words[:3]} do not sum to {n}")
+sys.exit(42 if ok else 43)
+"""
+INPUT_VALIDATOR = """
+import re, sys
+text = sys.stdin.read()
+sys.exit(42 if re.fullmatch(r"(0|[1-9][0-9]{0,9})\\n", text) else 1)
+"""
+SUM_SUBMISSIONS = {
+    "accepted/half.py": "n = int(input())\nprint(n // 2, n - n // 2)\n",
+    "accepted/zero.c": '#include <stdio.h>\nint main(void) { long n; scanf("%ld", &n);'
+    ' printf("%ld 0\\n", n); return 0; }\n',
+    "accepted/Ones.java": "import java.util.*;\npublic class Ones { public static void main("
+    "String[] a) { long n = new Scanner(System.in).nextLong();"
+    ' System.out.println(n > 0 ? "1 " + (n - 1) : "0 0"); } }\n',
+    "wrong_answer/plus_one.py": "n = int(input())\nprint(n, 1)\n",
+    "time_limit_exceeded/spin.py": "n = int(input())\nwhile n >= 0:\n    n += 1\n",
+    "run_time_error/crash.cpp": "int main() { volatile int *p = nullptr; *p = 1; }\n",
+}
+
+
+def _write(root: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    return root
+
+
+def _sum_package(root: Path, *, extra: dict[str, str] | None = None) -> Path:
+    mark = f"# {root.name} {os.getpid()}\n"  # sources of this run's own (compiled and kept
+    files = {  # by content on this machine)
+        "problem.yaml": "name: Any Sum\nvalidation: custom\nlimits:\n  memory: 512\n",
+        "data/sample/1.in": "4\n",
+        "data/sample/1.ans": "0 4\n",
+        "data/secret/big/1.in": "1000000000\n",
+        "data/secret/big/1.ans": "0 1000000000\n",
+        "data/secret/zero.in": "0\n",
+        "data/secret/zero.ans": "0 0\n",
+        "data/invalid_input/negative.in": "-5\n",
+        "input_validators/check.py": INPUT_VALIDATOR + mark,
+        "output_validators/sum/validate.py": CHECKER + mark,
+    }
+    for name, text in SUM_SUBMISSIONS.items():
+        comment = mark if name.endswith(".py") else mark.replace("#", "//")
+        files[f"submissions/{name}"] = text + comment
+    return _write(root, {**files, **(extra or {})})
+
+
+def _verify(package: Path, *more: str) -> tuple[subprocess.CompletedProcess[str], dict]:  # type: ignore[type-arg]
+    report = package.parent / f"{package.name}.json"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pipeline.cli",
+            "verify",
+            "-q",
+            str(package),
+            "--json",
+            str(report),
+            "--max-time",
+            "4",
+            *more,
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=command_env(),
+        timeout=600,
+    )
+    assert done.returncode in (0, 1), done.stdout + done.stderr
+    return done, json.loads(report.read_text())
+
+
+def test_a_package_with_its_own_validator_verifies_as_its_submissions_promise(
+    tmp_path: Path,
+) -> None:
+    package = _sum_package(tmp_path / "sum")
+    done, doc = _verify(package)
+    assert done.returncode == 0, done.stdout + done.stderr
+    verdicts = {s["name"].split("/", 1)[1]: s["verdict"] for s in doc["submissions"]}
+    assert verdicts == {
+        "accepted/Ones.java": "AC",  # three different right answers, one validator
+        "accepted/half.py": "AC",
+        "accepted/zero.c": "AC",
+        "wrong_answer/plus_one.py": "WA",
+        "time_limit_exceeded/spin.py": "TLE",
+        "run_time_error/crash.cpp": "RTE",
+    }, done.stdout
+    assert all(s["as_promised"] for s in doc["submissions"])
+    assert doc["time_limit"] >= 1 and doc["ok"] is True
+    wrong = next(s for s in doc["submissions"] if s["verdict"] == "WA")
+    assert wrong["first_failure"] == {"test": "sample/1", "message": "['4', '1'] do not sum to 4"}
+    invalid = [c for c in doc["input_validation"] if c["test"] == "invalid_input/negative.in"]
+    assert [c["verdict"] for c in invalid] == ["W"]  # rejected, as it must be
+    assert "verified: every check passed" in done.stdout
+    # again: every run is kept by content, so nothing runs and the verdicts are the same
+    again, doc_again = _verify(package)
+    assert again.returncode == 0
+    assert doc_again["submissions"] == doc["submissions"]
+    assert "verify:" not in again.stderr  # no progress: no job was queued
+
+
+def test_a_wrong_accepted_submission_fails_verify_and_is_named_with_its_test(
+    tmp_path: Path,
+) -> None:
+    planted = "n = int(input())\nprint(n + 1 if n > 100 else n, 0)\n"
+    package = _sum_package(tmp_path / "sum", extra={"submissions/accepted/planted.py": planted})
+    done, doc = _verify(package)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert doc["ok"] is False
+    assert any(
+        "submissions/accepted/planted.py is WA, not AC on secret/big/1" in p
+        for p in doc["problems"]
+    ), doc["problems"]
+    assert "PROMISED AC" in done.stdout
+
+
+def test_the_default_validator_takes_floats_within_the_tolerance(tmp_path: Path) -> None:
+    """n / 3 within 1e-6, in any float notation, with the tolerance of problem.yaml."""
+    mark = f"# {tmp_path.name} {os.getpid()}\n"
+    package = _write(
+        tmp_path / "third",
+        {
+            "problem.yaml": "name: A Third\nvalidator_flags: float_tolerance 1e-6\n",
+            "data/secret/1.in": "1\n",
+            "data/secret/1.ans": "0.333333333333\n",
+            "data/secret/2.in": "200\n",
+            "data/secret/2.ans": "66.6666666667\n",
+            "submissions/accepted/nine.py": "print('%.9f' % (int(input()) / 3))\n" + mark,
+            "submissions/accepted/science.c": "#include <stdio.h>\nint main(void) { double n;"
+            ' scanf("%lf", &n); printf("%.8e\\n", n / 3); return 0; }\n' + mark.replace("#", "//"),
+            "submissions/wrong_answer/three.py": "print('%.3f' % (int(input()) / 3))\n" + mark,
+        },
+    )
+    done, doc = _verify(package)
+    assert done.returncode == 0, done.stdout + done.stderr
+    verdicts = {s["name"]: s["verdict"] for s in doc["submissions"]}
+    assert verdicts == {
+        "submissions/accepted/nine.py": "AC",
+        "submissions/accepted/science.c": "AC",
+        "submissions/wrong_answer/three.py": "WA",
+    }
+
+
+def test_a_failing_validator_is_a_judge_error_never_the_contestants(tmp_path: Path) -> None:
+    """An output validator that crashes on one test, and an input validator that rejects a
+    test: verify exits 1 naming each; the submission is not said to break its promise."""
+    broken = CHECKER.replace("n = int(", "n = 1 // (int(open(sys.argv[1]).read()) - 4) or int(")
+    package = _sum_package(
+        tmp_path / "sum",
+        extra={
+            "output_validators/sum/validate.py": broken,
+            "data/secret/bad.in": "007\n",
+            "data/secret/bad.ans": "0 7\n",
+        },
+    )
+    done, doc = _verify(package)
+    assert done.returncode == 1
+    problems = "\n".join(doc["problems"])
+    assert "output_validators/sum: judge error on sample/1: the output validator" in problems
+    assert "input_validators/check.py rejects secret/bad" in problems
+    assert "is JE, not" not in problems, problems

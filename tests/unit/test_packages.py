@@ -1,0 +1,131 @@
+"""Problem packages read as the format says (tests in order, groups' flags inherited, both
+spec versions), the default output validator's flags, and verify's verdicts and promises."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pipeline.config import JudgeSettings
+from pipeline.errors import UsageError
+from pipeline.packages import package
+from pipeline.packages.default_validator import Flags, validate
+from pipeline.packages.outcomes import Run, outcome, tle_margin_kept
+
+LANGUAGES = JudgeSettings().languages
+
+
+def _write(root: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    return root
+
+
+def test_tests_come_in_the_specs_order_with_their_groups_flags(tmp_path: Path) -> None:
+    root = _write(
+        tmp_path,
+        {
+            "problem.yaml": "name: Groups\nvalidator_flags: case_sensitive\nlimits:\n"
+            "  time_multiplier: 3\n  memory: 256\n",
+            "data/sample/2.in": "", "data/sample/2.ans": "",
+            "data/sample/10.in": "", "data/sample/10.ans": "",
+            "data/secret/testdata.yaml": "output_validator_flags: float_tolerance 1e-3\n",
+            "data/secret/b/1.in": "", "data/secret/b/1.ans": "",
+            "data/secret/b/testdata.yaml": "input_validator_flags: big=1\n",
+            "data/secret/a/1.in": "", "data/secret/a/1.ans": "",
+            "data/secret/top.in": "", "data/secret/top.ans": "",
+            "submissions/accepted/sol.py": "print()\n",
+            "submissions/wrong_answer/Bad.java": "class Bad {}\n",
+            "submissions/accepted/old.py": "#!/usr/bin/env python2\n",
+        },
+    )  # fmt: skip
+    pkg = package.read(root, LANGUAGES)
+    assert [t.name for t in pkg.tests] == [
+        "sample/10", "sample/2", "secret/top", "secret/a/1", "secret/b/1",
+    ]  # fmt: skip
+    flags = {t.name: (t.input_flags, t.output_flags) for t in pkg.tests}
+    assert flags["secret/a/1"] == ((), ("float_tolerance", "1e-3"))
+    assert flags["secret/b/1"] == (("big=1",), ("float_tolerance", "1e-3"))
+    assert flags["sample/2"] == ((), ())
+    assert pkg.validator_flags == ("case_sensitive",)
+    assert (pkg.limits.time_multiplier, pkg.limits.memory_mb, pkg.limits.time_limit) == (
+        3,
+        256,
+        None,
+    )
+    judged = {p.name: (p.language, p.not_judged) for ps in pkg.submissions.values() for p in ps}
+    assert judged["submissions/accepted/sol.py"] == ("python", "")
+    assert judged["submissions/wrong_answer/Bad.java"][0] == "java"
+    assert "Python 2" in judged["submissions/accepted/old.py"][1]
+    assert pkg.output_validator is None and not pkg.scoring
+
+
+def test_the_2023_draft_and_what_is_not_judged_here(tmp_path: Path) -> None:
+    draft = _write(
+        tmp_path / "draft",
+        {
+            "problem.yaml": "problem_format_version: 2023-07-draft\ntype: scoring\n"
+            "name:\n  en: Odd Echo\n  sv: Udda eko\nlimits:\n  time_limit: 2.5\n",
+            "data/secret/1.in": "", "data/secret/1.ans": "",
+            "output_validator/validate.cpp": "int main() { return 42; }\n",
+            "output_validator/validate.h": "\n",
+        },
+    )  # fmt: skip
+    pkg = package.read(draft, LANGUAGES)
+    assert (pkg.name, pkg.scoring, pkg.limits.time_limit) == ("Odd Echo", True, 2.5)
+    assert pkg.output_validator is not None
+    assert pkg.output_validator.entry == "validate.cpp"
+    assert [name for name, _ in pkg.output_validator.files] == ["validate.cpp", "validate.h"]
+    assert package.derived_time_limit(pkg.limits, 0.01) == 2.5
+    interactive = _write(tmp_path / "guess", {"problem.yaml": "validation: custom interactive\n"})
+    with pytest.raises(UsageError, match="interactive"):
+        package.read(interactive, LANGUAGES)
+    with pytest.raises(UsageError, match=r"no problem\.yaml"):
+        package.read(tmp_path, LANGUAGES)
+    no_answer = _write(tmp_path / "bare", {"problem.yaml": "name: x\n", "data/secret/1.in": ""})
+    with pytest.raises(UsageError, match="no answer file"):
+        package.read(no_answer, LANGUAGES)
+
+
+def test_the_time_limit_is_derived_from_the_slowest_accepted_run() -> None:
+    limits = package.Limits(time_multiplier=5)
+    assert package.derived_time_limit(limits, 0.03) == 1  # at least a second
+    assert package.derived_time_limit(limits, 0.41) == 3  # 2.05, rounded up
+
+
+def test_the_default_validator_and_its_flags() -> None:
+    plain = Flags.parse([])
+    assert validate(b"Hello World\n", b"hello   world", plain) is None  # case, spacing
+    assert validate(b"hello world", b"hello world\n", Flags.parse(["case_sensitive"])) is None
+    assert validate(b"Hello", b"hello", Flags.parse(["case_sensitive"])) is not None
+    assert validate(b"a  b", b"a b", Flags.parse(["space_change_sensitive"])) is not None
+    assert validate(b"1 2 3", b"1 2", plain) == "more output than the answer: '3' after the answer"
+    assert "ended before" in (validate(b"1", b"1 2", plain) or "")
+    tolerant = Flags.parse(["float_tolerance", "1e-6"])
+    assert validate(b"0.3333333", b"0.333333333", tolerant) is None
+    assert validate(b"3.3333333e-1", b"0.333333333", tolerant) is None  # any notation
+    assert validate(b"0.3334", b"0.333333333", tolerant) is not None
+    assert validate(b"200.0", b"200", Flags.parse([])) is not None  # no tolerance: exact
+    relative = Flags.parse(["float_relative_tolerance", "1e-3"])
+    assert validate(b"1000.9", b"1000", relative) is None
+    assert validate(b"0.0009", b"0", relative) is not None  # relative to zero: none
+    assert validate(b"abc", b"0.5", tolerant) is not None
+    with pytest.raises(ValueError, match="no flag"):
+        Flags.parse(["fuzzy"])
+    with pytest.raises(ValueError, match="needs a number"):
+        Flags.parse(["float_tolerance"])
+
+
+def test_a_submissions_verdict_is_its_first_failing_test() -> None:
+    runs = [Run("sample/1", "A", 0.1), Run("secret/1", "W", 0.2, "no"), Run("secret/2", "R", 0.1)]
+    found = outcome(runs, 1.0)
+    assert (found.verdict, found.failed and found.failed.test) == ("WA", "secret/1")
+    assert found.keeps("wrong_answer") and not found.keeps("accepted")
+    slow = [Run("sample/1", "A", 0.1), Run("secret/1", "A", 1.5)]
+    assert outcome(slow, 1.0).verdict == "TLE"  # finished, but past the time limit
+    assert outcome(slow, None).verdict == "AC"
+    assert outcome([Run("s", "L", 0.1)], 1.0).verdict == "RTE"  # as the format counts MLE
+    assert tle_margin_kept([Run("s", "T", 2.0)], 1.0, 2.0)
+    assert not tle_margin_kept([Run("s", "A", 1.5)], 1.0, 2.0)
