@@ -24,7 +24,16 @@ from pipeline.grading.verdict_store import RedisVerdicts
 from pipeline.grading.verdicts import FileVerdicts
 from pipeline.judging.programs import toolchain
 from pipeline.packages import package as packages
-from pipeline.packages.outcomes import PROMISED, Outcome, Run, outcome, tle_margin_kept
+from pipeline.packages.outcomes import (
+    PROMISED,
+    Outcome,
+    Run,
+    full_score,
+    keeps,
+    outcome,
+    score_note,
+    tle_margin_kept,
+)
 from pipeline.packages.package import Package, PackageProgram
 from pipeline.progress import ProgressBar
 
@@ -116,18 +125,23 @@ def _verify_on(runs: _Runs, pkg: Package, max_seconds: float) -> Verified:
 
 
 def _checked(program: PackageProgram, promise: str, runs: list[Run], found: Verified) -> Checked:
-    result = outcome(runs, found.time_limit)
-    note = ""
-    if promise == "time_limit_exceeded" and result.verdict == "TLE":
-        margin = found.package.limits.time_safety_margin
+    pkg = found.package
+    low = outcome(runs, pkg.groups, found.time_limit)
+    high = outcome(runs, pkg.groups, None)
+    notes = [score_note(promise, low, full_score(pkg.groups) if pkg.scoring else None)]
+    if promise == "time_limit_exceeded" and low.verdict == "TLE":
+        margin = pkg.limits.time_safety_margin
         if not tle_margin_kept(runs, found.time_limit, margin):
-            note = f"runs past the limit but within {margin:g} times it (the safety margin)"
-    if result.verdict == "JE" and result.failed is not None:
-        checker = found.package.output_validator
+            notes.append(f"runs past the limit but within {margin:g} times it (the safety margin)")
+    if low.verdict != high.verdict:
+        notes.append(f"{high.verdict} with {pkg.limits.time_safety_margin:g} times the time limit")
+    if low.verdict == "JE" and low.failed is not None:
+        checker = pkg.output_validator
         who = checker.name if checker is not None else "the default validator"
-        failed = result.failed
+        failed = low.failed
         found.problems.append(f"{who}: judge error on {failed.test}: {failed.message}")
-    return Checked(program, promise, runs, result, result.keeps(promise), note)
+    kept = keeps(promise, low, high)
+    return Checked(program, promise, runs, low, kept, "; ".join(n for n in notes if n))
 
 
 def _where(result: Outcome) -> str:
@@ -292,6 +306,7 @@ def as_json(found: Verified) -> dict[str, Any]:
                 "language": c.program.language,
                 "promise": c.promise,
                 "verdict": c.outcome.verdict,
+                "score": c.outcome.score if pkg.scoring else None,
                 "as_promised": c.kept,
                 "first_failure": None
                 if c.outcome.failed is None
@@ -336,8 +351,9 @@ def summary(found: Verified) -> list[str]:
     for c in found.submissions:
         mark = "as promised" if c.kept else f"PROMISED {PROMISED[c.promise]}"
         where = _where(c.outcome)
+        points = f" {c.outcome.score:g} points" if pkg.scoring else ""
         lines.append(
-            f"{escape.terminal(c.program.name)}: {c.outcome.verdict}{where}"
+            f"{escape.terminal(c.program.name)}: {c.outcome.verdict}{points}{where}"
             f" (slowest {c.outcome.slowest:.2f} s) {mark}" + (f"; {c.note}" if c.note else "")
         )
     lines += [f"problem: {escape.terminal(p)}" for p in found.problems]

@@ -20,7 +20,13 @@ from pipeline.judging.languages import NotJudged
 from pipeline.judging.programs import UNAVAILABLE, toolchain
 
 # submissions/FOLDER: the verdicts its programs promise (docs/packages.md)
-PROMISES = ("accepted", "wrong_answer", "time_limit_exceeded", "run_time_error")
+PROMISES = (
+    "accepted",
+    "partially_accepted",
+    "wrong_answer",
+    "time_limit_exceeded",
+    "run_time_error",
+)
 MAX_FILE_BYTES = 1 << 20  # of one source file of a program
 
 
@@ -76,6 +82,7 @@ class Package:
     limits: Limits
     validator_flags: tuple[str, ...]
     tests: list[PackageTest]
+    groups: Group  # data/, and in it every group and test
     invalid_inputs: list[Path]
     input_validators: list[PackageProgram]
     output_validator: PackageProgram | None  # None: the default validator
@@ -96,6 +103,7 @@ def read(root: Path, languages: dict[str, LanguageSetting]) -> Package:
     if kind not in ("pass-fail", "scoring"):
         raise UsageError(f"{root}/problem.yaml: type {kind!r} is not pass-fail or scoring")
     checker = _output_validator(root, languages, notes)
+    tests, groups = tests_of(root / "data")
     if validation.startswith("custom") and checker is None:
         raise UsageError(f"{root}: validation is custom, but it has no output validator")
     return Package(
@@ -104,7 +112,8 @@ def read(root: Path, languages: dict[str, LanguageSetting]) -> Package:
         scoring=kind == "scoring" or "score" in validation.split(),
         limits=_limits(doc.get("limits") or {}, root),
         validator_flags=_flags(doc.get("validator_flags")),
-        tests=tests_of(root / "data"),
+        tests=tests,
+        groups=groups,
         invalid_inputs=sorted((root / "data" / "invalid_input").rglob("*.in")),
         input_validators=_programs_in(root / "input_validators", root, languages, notes),
         output_validator=checker,
@@ -116,39 +125,57 @@ def read(root: Path, languages: dict[str, LanguageSetting]) -> Package:
     )
 
 
-def tests_of(data: Path) -> list[PackageTest]:
-    """data/sample then data/secret, each folder's tests then its groups, in lexicographic
-    order, every group's testdata.yaml (test_group.yaml) flags inherited by its tests."""
+@dataclass(frozen=True)
+class Group:
+    """A test group: its folder's name under data/, its settings (its testdata.yaml over its
+    parent's, over the format's defaults), and its tests and subgroups in the spec's order."""
+
+    name: str
+    config: dict[str, Any]
+    items: list[Group | str]  # a test by its name, or a subgroup
+
+
+GROUP_DEFAULTS: dict[str, Any] = {
+    "on_reject": "break",
+    "grader_flags": "",
+    "accept_score": 1.0,
+    "reject_score": 0.0,
+    "range": "-inf +inf",
+}
+
+
+def tests_of(data: Path) -> tuple[list[PackageTest], Group]:
+    """data/sample then data/secret, each folder's tests and groups in lexicographic order,
+    every group's testdata.yaml (test_group.yaml) settings inherited by its tests and
+    subgroups; the tests in that order, and the group of data/ itself."""
     found: list[PackageTest] = []
+    root = Group("data", _group_flags(data, GROUP_DEFAULTS), [])
     for part in ("sample", "secret"):
         if (data / part).is_dir():
-            _walk(data, data / part, _group_flags(data, {}), found)
+            root.items.append(_walk(data, data / part, root.config, found))
     if not found:
         raise UsageError(f"{data} holds no tests (data/sample/*.in, data/secret/*.in)")
-    return found
+    return found, root
 
 
-def _walk(data: Path, folder: Path, inherited: dict[str, Any], found: list[PackageTest]) -> None:
+def _walk(data: Path, folder: Path, inherited: dict[str, Any], found: list[PackageTest]) -> Group:
     flags = _group_flags(folder, inherited)
-    entries = sorted(folder.iterdir())
-    for path in entries:
-        if path.suffix == ".in" and path.is_file():
+    group = Group(folder.relative_to(data).as_posix(), flags, [])
+    for path in sorted(folder.iterdir()):
+        if path.is_dir():
+            group.items.append(_walk(data, path, flags, found))
+        elif path.suffix == ".in" and path.is_file():
             answer = path.with_suffix(".ans")
             if not answer.is_file():
                 raise UsageError(f"{path} has no answer file {answer.name}")
             name = path.relative_to(data).with_suffix("").as_posix()
-            found.append(
-                PackageTest(
-                    name,
-                    path,
-                    answer,
-                    _flags(flags.get("input_validator_flags")),
-                    _flags(flags.get("output_validator_flags")),
-                )
+            inputs, outputs = (
+                flags.get("input_validator_flags"),
+                flags.get("output_validator_flags"),
             )
-    for path in entries:
-        if path.is_dir():
-            _walk(data, path, flags, found)
+            found.append(PackageTest(name, path, answer, _flags(inputs), _flags(outputs)))
+            group.items.append(name)
+    return group
 
 
 def _group_flags(folder: Path, inherited: dict[str, Any]) -> dict[str, Any]:

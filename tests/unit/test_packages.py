@@ -11,7 +11,7 @@ from pipeline.config import JudgeSettings
 from pipeline.errors import UsageError
 from pipeline.packages import package
 from pipeline.packages.default_validator import Flags, validate
-from pipeline.packages.outcomes import Run, outcome, tle_margin_kept
+from pipeline.packages.outcomes import Run, full_score, keeps, outcome, score_note, tle_margin_kept
 
 LANGUAGES = JudgeSettings().languages
 
@@ -43,7 +43,7 @@ def test_tests_come_in_the_specs_order_with_their_groups_flags(tmp_path: Path) -
     )  # fmt: skip
     pkg = package.read(root, LANGUAGES)
     assert [t.name for t in pkg.tests] == [
-        "sample/10", "sample/2", "secret/top", "secret/a/1", "secret/b/1",
+        "sample/10", "sample/2", "secret/a/1", "secret/b/1", "secret/top",
     ]  # fmt: skip
     flags = {t.name: (t.input_flags, t.output_flags) for t in pkg.tests}
     assert flags["secret/a/1"] == ((), ("float_tolerance", "1e-3"))
@@ -118,14 +118,52 @@ def test_the_default_validator_and_its_flags() -> None:
         Flags.parse(["float_tolerance"])
 
 
-def test_a_submissions_verdict_is_its_first_failing_test() -> None:
+def _groups(tmp_path: Path, files: dict[str, str]) -> package.Group:
+    names = {f"data/{n}": "" for n in files if n.endswith(".in")}
+    answers = {n.replace(".in", ".ans"): "" for n in names}
+    configs = {f"data/{n}": t for n, t in files.items() if n.endswith(".yaml")}
+    root = _write(tmp_path, {"problem.yaml": "name: g\n", **names, **answers, **configs})
+    return package.read(root, LANGUAGES).groups
+
+
+def test_pass_fail_verdicts_stop_at_the_first_failing_test(tmp_path: Path) -> None:
+    root = _groups(tmp_path, {"sample/1.in": "", "secret/1.in": "", "secret/2.in": ""})
     runs = [Run("sample/1", "A", 0.1), Run("secret/1", "W", 0.2, "no"), Run("secret/2", "R", 0.1)]
-    found = outcome(runs, 1.0)
+    found = outcome(runs, root, 1.0)
     assert (found.verdict, found.failed and found.failed.test) == ("WA", "secret/1")
-    assert found.keeps("wrong_answer") and not found.keeps("accepted")
-    slow = [Run("sample/1", "A", 0.1), Run("secret/1", "A", 1.5)]
-    assert outcome(slow, 1.0).verdict == "TLE"  # finished, but past the time limit
-    assert outcome(slow, None).verdict == "AC"
-    assert outcome([Run("s", "L", 0.1)], 1.0).verdict == "RTE"  # as the format counts MLE
+    slow = [Run("sample/1", "A", 0.1), Run("secret/1", "A", 1.5), Run("secret/2", "A", 0.1)]
+    low, high = outcome(slow, root, 1.0), outcome(slow, root, None)
+    assert (low.verdict, high.verdict) == ("TLE", "AC")  # finished, but past the time limit
+    assert keeps("accepted", low, high) and keeps("time_limit_exceeded", low, high)
+    memory = [Run("sample/1", "L", 0.1)]
+    assert outcome(memory, root, 1.0).verdict == "RTE"  # as the format counts MLE
     assert tle_margin_kept([Run("s", "T", 2.0)], 1.0, 2.0)
     assert not tle_margin_kept([Run("s", "A", 1.5)], 1.0, 2.0)
+
+
+def test_scoring_groups_aggregate_as_the_default_grader(tmp_path: Path) -> None:
+    """oddecho's shape: samples ignored, two subtasks of 50 points each, all or nothing."""
+    root = _groups(
+        tmp_path,
+        {
+            "testdata.yaml": "on_reject: continue\nrange: 0 100\ngrader_flags: ignore_sample\n",
+            "sample/testdata.yaml": "range: 0 0\naccept_score: 0\ngrader_flags: first_error\n",
+            "sample/1.in": "",
+            "secret/testdata.yaml": "grader_flags: first_error accept_if_any_accepted\n",
+            "secret/s1/testdata.yaml": "on_reject: break\naccept_score: 50\ngrader_flags: min\n",
+            "secret/s2/testdata.yaml": "on_reject: break\naccept_score: 50\ngrader_flags: min\n",
+            "secret/s1/1.in": "", "secret/s1/2.in": "", "secret/s2/1.in": "",
+        },
+    )  # fmt: skip
+    assert full_score(root) == 100
+    every = ["sample/1", "secret/s1/1", "secret/s1/2", "secret/s2/1"]
+    full = outcome([Run(t, "A", 0.1) for t in every], root, 1.0)
+    assert (full.verdict, full.score) == ("AC", 100)
+    half = [Run(t, "W" if t == "secret/s2/1" else "A", 0.1) for t in every]
+    partial = outcome(half, root, 1.0)
+    assert (partial.verdict, partial.score) == ("AC", 50)  # one subtask accepted is enough
+    assert score_note("accepted", partial, 100) and not score_note(
+        "partially_accepted", partial, 100
+    )
+    none = outcome([Run(t, "W", 0.1) for t in every], root, 1.0)
+    assert (none.verdict, none.score) == ("WA", 0)
