@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline.config import LanguageSetting
-from pipeline.data.messages import BadPayload, ProgramFiles, RunPayload
+from pipeline.data.messages import BadPayload, ProgramFiles, RunPayload, RunTest
 from pipeline.judging import languages
 from pipeline.judging.programs import UNAVAILABLE, toolchain
 from pipeline.judging.sandbox import Bind, Limits, Status, shared_folder
@@ -20,6 +20,7 @@ from workers.programs import Runner, system_binds
 
 ACCEPTED, WRONG = 42, 43  # an output validator's exit statuses (and an input validator's 42)
 JUDGE_ERROR = "J"  # a validator that failed: the judge's fault, never the contestant's
+NOT_RUN = "N"  # a test after the first failing one, in a chunk that stops there
 LETTERS = {Status.TLE: "T", Status.MLE: "L", Status.OLE: "O", Status.RE: "R"}
 MESSAGE_BYTES = 2048  # of a validator's judge message kept
 
@@ -35,24 +36,33 @@ class Verdict:
 
 
 def run_chunk(runner: Runner, payload: RunPayload) -> tuple[str, str]:
-    """The chunk's letter and details, as a judging chunk's."""
-    verdict = _judged(runner, payload)
-    shown = [] if verdict.letter == "A" else [[1, verdict.message]]
-    usage = [[round(verdict.cpu_seconds * 1e6), verdict.peak_bytes >> 10]]
-    return verdict.letter, json.dumps([[payload.file, 1, shown, None, usage]])
-
-
-def _judged(runner: Runner, payload: RunPayload) -> Verdict:
+    """The chunk's letters (one a test; N: not run after a failure, with `stop`) and its
+    details, as a judging chunk's."""
+    found: list[Verdict] = []
     program = _built(runner, payload.program, payload.limits)
-    if isinstance(program, str):
-        return Verdict("C", program)
+    for test in payload.tests:
+        if payload.stop and found and found[-1].letter != "A":
+            found.append(Verdict(NOT_RUN, ""))
+        elif isinstance(program, str):
+            found.append(Verdict("C", program if not found else ""))
+        else:
+            found.append(_judged(runner, payload, program, test))
+    letters = "".join(v.letter for v in found)
+    shown = [[i, v.message] for i, v in enumerate(found, 1) if v.letter not in ("A", NOT_RUN)]
+    usage = [[round(v.cpu_seconds * 1e6), v.peak_bytes >> 10] for v in found]
+    return letters, json.dumps([[payload.file, len(found), shown, None, usage]])
+
+
+def _judged(
+    runner: Runner, payload: RunPayload, program: tuple[Path, LanguageSetting], test: RunTest
+) -> Verdict:
     folder, lang = program
     with tempfile.TemporaryDirectory(prefix="gamebatch-pkg-", dir=shared_folder("runs")) as work:
         place = Path(work)
         os.chmod(place, 0o711)
-        given = _file(place / "input", payload.input)
+        given = _file(place / "input", test.input)
         if payload.mode == "input":
-            return _input_validation(runner, payload, folder, lang, given)
+            return _input_validation(runner, payload, program, given, test.flags)
         if payload.mode != "solve":
             raise BadPayload(f"a run of mode {payload.mode!r}")
         output = place / "output"
@@ -62,31 +72,31 @@ def _judged(runner: Runner, payload: RunPayload) -> Verdict:
             run = runner.sandbox.run(argv, limits, _binds(folder, lang), stdin=stdin, stdout=stdout)
         if run.status != Status.OK:
             return Verdict(LETTERS[run.status], run.detail, run.cpu_seconds, run.peak_bytes)
-        found = _validated(runner, payload, place, given, output)
+        found = _validated(runner, payload, test, place, given, output)
         return Verdict(found.letter, found.message, run.cpu_seconds, run.peak_bytes)
 
 
 def _validated(
-    runner: Runner, payload: RunPayload, place: Path, given: Path, output: Path
+    runner: Runner, payload: RunPayload, test: RunTest, place: Path, given: Path, output: Path
 ) -> Verdict:
     """The output's verdict from the default validator, or the package's own."""
     if payload.validator is None:
         try:
-            flags = default_validator.Flags.parse(payload.flags)
+            flags = default_validator.Flags.parse(test.flags)
         except ValueError as exc:
             return Verdict(JUDGE_ERROR, f"the default validator's flags: {exc}")
-        why = default_validator.validate(output.read_bytes(), payload.answer, flags)
+        why = default_validator.validate(output.read_bytes(), test.answer, flags)
         return Verdict("A" if why is None else "W", why or "")
     checker = _built(runner, payload.validator, payload.validation)
     if isinstance(checker, str):
         return Verdict(JUDGE_ERROR, f"the output validator did not compile: {checker[:500]}")
     folder, lang = checker
-    answer = _file(place / "answer", payload.answer)
+    answer = _file(place / "answer", test.answer)
     feedback = place / "feedback"
     feedback.mkdir(mode=0o755)
     limits = Limits(*payload.validation, processes=languages.processes(lang))
     argv = languages.commands(lang, payload.validator.entry, limits.memory_bytes).run
-    argv += ["/judge/input", "/judge/answer", "/judge/feedback/", *payload.flags]
+    argv += ["/judge/input", "/judge/answer", "/judge/feedback/", *test.flags]
     binds = [
         *_binds(folder, lang),
         Bind(given, "/judge/input"),
@@ -106,21 +116,27 @@ def _validated(
 
 
 def _input_validation(
-    runner: Runner, payload: RunPayload, folder: Path, lang: LanguageSetting, given: Path
+    runner: Runner,
+    payload: RunPayload,
+    program: tuple[Path, LanguageSetting],
+    given: Path,
+    flags: list[str],
 ) -> Verdict:
     """A: the input validator accepts the test (exit 42), W: it rejects it, J: it failed."""
+    folder, lang = program
     limits = Limits(*payload.limits, processes=languages.processes(lang))
     argv = languages.commands(lang, payload.program.entry, limits.memory_bytes).run
     with tempfile.TemporaryFile() as said, given.open("rb") as stdin:
         run = runner.sandbox.run(
-            [*argv, *payload.flags], limits, _binds(folder, lang), stdin=stdin, stderr=said
+            [*argv, *flags], limits, _binds(folder, lang), stdin=stdin, stderr=said
         )
         said.seek(0)
         message = said.read(MESSAGE_BYTES).decode(errors="replace").strip()
     if run.status == Status.RE and run.exit_code == ACCEPTED:
         return Verdict("A", "", run.cpu_seconds, run.peak_bytes)
     if run.status in (Status.OK, Status.RE):
-        return Verdict("W", message or run.detail or "exit code 0", run.cpu_seconds, run.peak_bytes)
+        said_last = message.splitlines()[-1] if message else run.detail or "exit code 0"
+        return Verdict("W", said_last, run.cpu_seconds, run.peak_bytes)
     return Verdict(JUDGE_ERROR, f"the input validator ran out of its limits ({run.detail})")
 
 

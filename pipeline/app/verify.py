@@ -17,7 +17,7 @@ from pipeline.app.cluster import Cluster, cluster
 from pipeline.app.solve import Report
 from pipeline.app.verdict_job import VerdictJob, verdicts
 from pipeline.config import Settings
-from pipeline.data.messages import ProgramFiles, RunPayload
+from pipeline.data.messages import ProgramFiles, RunPayload, RunTest
 from pipeline.data.producer import Queuer
 from pipeline.grading import comparing
 from pipeline.grading.verdict_store import RedisVerdicts
@@ -34,10 +34,12 @@ from pipeline.packages.outcomes import (
     score_note,
     tle_margin_kept,
 )
-from pipeline.packages.package import Package, PackageProgram
+from pipeline.packages.package import Group, Package, PackageProgram
 from pipeline.progress import ProgressBar
 
 VERIFYING = 1  # the version of how package runs are judged: part of every run's key
+INPUT_BATCH = 32  # tests an input validator checks in one chunk
+NOT_RUN = "N"  # a test a chunk did not run: it stopped at an earlier failing one
 
 
 @dataclass(frozen=True)
@@ -101,16 +103,28 @@ def verify(settings: Settings, request: VerifyRequest, report: Report) -> Verifi
 
 
 def _verify_on(runs: _Runs, pkg: Package, max_seconds: float) -> Verified:
-    inputs = runs.input_checks()
-    cap = pkg.limits.time_limit or max_seconds
-    accepted = runs.submissions(pkg.submissions["accepted"], cap)
+    """Every run at once: the input checks, the accepted submissions (under the stated limit,
+    or `max_seconds`), and the others under the lowest limit the accepted ones can give
+    (the stated one, or a second: a derived limit is whole seconds) times the safety margin.
+    Once the accepted runs give a higher limit, only the runs stopped at that lower cap run
+    again: a run that ended under a cap ends the same under a higher one."""
+    margin, stops = pkg.limits.time_safety_margin, _stops(pkg.groups)
+    others = [p for promise in PROMISED if promise != "accepted" for p in pkg.submissions[promise]]
+    lowest = (pkg.limits.time_limit or 1.0) * margin
+    found_others, accepted, inputs = runs.run(
+        runs.submissions(others, lowest, stop=stops),  # first: the long runs (TLE) start first
+        runs.submissions(pkg.submissions["accepted"], pkg.limits.time_limit or max_seconds),
+        runs.input_checks(),
+    )
     slowest = max((r.seconds for rs in accepted.values() for r in rs if r.letter == "A"), default=0)
     time_limit = packages.derived_time_limit(pkg.limits, slowest)
-    high = time_limit * pkg.limits.time_safety_margin
-    others = [p for promise in PROMISED if promise != "accepted" for p in pkg.submissions[promise]]
-    found = Verified(pkg, time_limit, slowest, inputs)
-    found.problems += _input_problems(pkg, inputs)
-    everyone = {**accepted, **runs.submissions(others, high)}
+    if time_limit * margin > lowest:
+        capped = [p for p in others if any(r.letter == "T" for r in found_others.get(p.name, []))]
+        (again,) = runs.run(runs.submissions(capped, time_limit * margin, stop=stops))
+        found_others.update(again)
+    found = Verified(pkg, time_limit, slowest, [(v, r) for v, rs in inputs.items() for r in rs])
+    found.problems += _input_problems(pkg, found.inputs)
+    everyone = {**accepted, **found_others}
     for promise in PROMISED:
         for program in pkg.submissions[promise]:
             if program.not_judged:
@@ -165,75 +179,103 @@ def _input_problems(pkg: Package, inputs: list[tuple[str, Run]]) -> list[str]:
     return problems
 
 
+@dataclass(frozen=True)
+class _Plan:
+    """Chunks to run, and for each the program (or validator) and tests it covers."""
+
+    payloads: list[RunPayload]
+    places: list[tuple[str, list[str]]]
+
+
 class _Runs:
-    """A package's runs on the cluster, one verdict job per stage, each run kept by content."""
+    """A package's runs on the cluster, planned, then run in one verdict job, each chunk kept
+    by content."""
 
     def __init__(self, c: Cluster, pkg: Package, progress: ProgressBar) -> None:
         self.c, self.pkg, self.progress = c, pkg, progress
         self.store = RedisVerdicts(c.store.client, c.settings.result_ttl)
         self.settings = c.settings.judge
 
-    def input_checks(self) -> list[tuple[str, Run]]:
+    def run(self, *plans: _Plan) -> list[dict[str, list[Run]]]:
+        """The runs of each plan, by program (or validator), in one job (not-run tests left
+        out)."""
+        found = iter(self._run([p for plan in plans for p in plan.payloads]))
+        results = []
+        for plan in plans:
+            runs: dict[str, list[Run]] = {}
+            for name, tests in plan.places:
+                got = next(found)
+                made = [_run(test, got, i) for i, test in enumerate(tests)]
+                runs.setdefault(name, []).extend(r for r in made if r.letter != NOT_RUN)
+            results.append(runs)
+        return results
+
+    def input_checks(self) -> _Plan:
         """Every input validator on every test and every invalid input."""
         limits = self._limits(self.pkg.limits.validation_seconds, validation=True)
-        pairs = []
-        for validator in self.pkg.input_validators:
-            if validator.not_judged:
-                continue
-            for test in self.pkg.tests:
-                pairs.append((validator, test.name, test.input, b"", list(test.input_flags)))
-            for path in self.pkg.invalid_inputs:
-                name = path.relative_to(self.pkg.root / "data").as_posix()
-                pairs.append((validator, name, path, b"", []))
-        made = [
-            RunPayload(
-                problem=self.pkg.name,
-                file=0,
-                mode="input",
-                program=self._files(v),
-                limits=limits,
-                input=path.read_bytes(),
-                flags=flags,
-            )
-            for v, _, path, _, flags in pairs
-        ]
-        found = self._run(made)
-        return [(v.name, _run(name, got)) for (v, name, *_), got in zip(pairs, found, strict=True)]
+        named = [(t.name, t.input, list(t.input_flags)) for t in self.pkg.tests]
+        data = self.pkg.root / "data"
+        named += [(p.relative_to(data).as_posix(), p, []) for p in self.pkg.invalid_inputs]
+        plan = _Plan([], [])
+        for validator in (v for v in self.pkg.input_validators if not v.not_judged):
+            program = self._files(validator)
+            for start in range(0, len(named), INPUT_BATCH):
+                batch = named[start : start + INPUT_BATCH]
+                tests = [RunTest(path.read_bytes(), b"", flags) for _, path, flags in batch]
+                plan.payloads.append(
+                    RunPayload(
+                        problem=self.pkg.name,
+                        file=0,
+                        mode="input",
+                        program=program,
+                        limits=limits,
+                        tests=tests,
+                    )
+                )
+                plan.places.append((validator.name, [name for name, _, _ in batch]))
+        return plan
 
-    def submissions(self, programs: list[PackageProgram], seconds: float) -> dict[str, list[Run]]:
-        """Every judged program of `programs` on every test, under `seconds` of CPU."""
-        judged = [p for p in programs if not p.not_judged]
-        limits = self._limits(seconds)
+    def submissions(
+        self, programs: list[PackageProgram], seconds: float, *, stop: bool = False
+    ) -> _Plan:
+        """Every judged program of `programs` on the tests, under `seconds` of CPU: a chunk
+        per (program, test), or with `stop` one per program that stops at its first failing
+        test (the tests after it are not run, as the format's on_reject: break says)."""
         checker = self._files(self.pkg.output_validator) if self.pkg.output_validator else None
-        validation = self._limits(self.pkg.limits.validation_seconds, validation=True)
-        inputs = {t.name: (t.input.read_bytes(), t.answer.read_bytes()) for t in self.pkg.tests}
-        made = [
-            RunPayload(
-                problem=self.pkg.name,
-                file=0,
-                mode="solve",
-                program=self._files(p),
-                limits=limits,
-                input=inputs[t.name][0],
-                answer=inputs[t.name][1],
-                validator=checker,
-                flags=[*self.pkg.validator_flags, *t.output_flags],
-                validation=validation,
+        tests = {
+            t.name: RunTest(
+                t.input.read_bytes(), t.answer.read_bytes(),
+                [*self.pkg.validator_flags, *t.output_flags],
             )
-            for p in judged
             for t in self.pkg.tests
-        ]
-        found = iter(self._run(made))
-        return {p.name: [_run(t.name, next(found)) for t in self.pkg.tests] for p in judged}
+        }  # fmt: skip
+        names = [t.name for t in self.pkg.tests]
+        groups = [names] if stop else [[name] for name in names]
+        plan = _Plan([], [])
+        validation = self._limits(self.pkg.limits.validation_seconds, validation=True)
+        for program in (p for p in programs if not p.not_judged):
+            files = self._files(program)
+            for group in groups:
+                plan.payloads.append(
+                    RunPayload(
+                        problem=self.pkg.name, file=0, mode="solve", program=files,
+                        limits=self._limits(seconds), tests=[tests[n] for n in group],
+                        validator=checker, stop=stop, validation=validation,
+                    )
+                )  # fmt: skip
+                plan.places.append((program.name, group))
+        return plan
 
     def _run(self, payloads: list[RunPayload]) -> list[FileVerdicts]:
-        """Each payload's verdict: kept ones from the store, the rest from one job."""
+        """Each chunk's verdicts: kept ones from the store, the rest from one job."""
         keys = [_key(p) for p in payloads]
         kept = self.store.get_many(keys)
         todo = [i for i, v in enumerate(kept) if v is None]
         if todo:
-            outputs = [comparing.Output(keys[i], None, "x", keys[i]) for i in todo]
-            fresh = list(self._job(outputs, [payloads[i] for i in todo]))
+            outputs = [
+                comparing.Output(keys[i], None, "x" * len(payloads[i].tests), keys[i]) for i in todo
+            ]
+            fresh = self._job(outputs, [payloads[i] for i in todo])
             self.store.put_many((keys[i], v) for i, v in zip(todo, fresh, strict=True))
             for i, got in zip(todo, fresh, strict=True):
                 kept[i] = got
@@ -247,8 +289,9 @@ class _Runs:
             for n, payload in enumerate(payloads):
                 if n not in answered:
                     queue.put(n, _numbered(payload, n).encode())
-            self.progress.add_total(len(payloads))
-            return len(payloads), len(payloads)
+            runs = sum(len(p.tests) for p in payloads)
+            self.progress.add_total(runs)
+            return len(payloads), runs
 
         job = VerdictJob("verify", "package", 1, len({p.program.entry for p in payloads}))
         return list(verdicts(self.c, job, outputs, produce, self.progress))
@@ -277,10 +320,19 @@ def _key(payload: RunPayload) -> str:
     return "run-" + digest.hexdigest()
 
 
-def _run(test: str, found: FileVerdicts) -> Run:
-    message = found.shown[0][1] if found.shown else ""
-    seconds = found.usage[0][0] / 1e6 if found.usage else 0.0
-    return Run(test, found.codes[:1] or "J", seconds, message or "")
+def _run(test: str, found: FileVerdicts, index: int) -> Run:
+    """Test `index` of a chunk's verdicts as a run."""
+    shown = dict(found.shown)
+    seconds = found.usage[index][0] / 1e6 if index < len(found.usage) else 0.0
+    return Run(test, found.codes[index : index + 1] or "J", seconds, shown.get(index + 1) or "")
+
+
+def _stops(group: Group) -> bool:
+    """Whether every group stops at its first rejected test (the pass-fail default): then
+    a submission's runs stop there too."""
+    return group.config.get("on_reject", "break") == "break" and all(
+        _stops(item) for item in group.items if isinstance(item, Group)
+    )
 
 
 def as_json(found: Verified) -> dict[str, Any]:

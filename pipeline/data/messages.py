@@ -343,21 +343,29 @@ class ProgramFiles(msgspec.Struct, frozen=True):
     files: list[tuple[str, bytes]]
 
 
-class RunPayload(msgspec.Struct, frozen=True, kw_only=True):
-    """A problem package's run on one test: `program` run on the input and its output
-    validated (mode "solve": by `validator`, or the default validator with `flags`), or an
-    input validator run on the input with `flags` (mode "input")."""
+class RunTest(msgspec.Struct, frozen=True):
+    """One test of a run chunk: its input, its answer, the validator's flags for it."""
 
-    problem: str  # the package's name, for the job's lines
-    file: int  # the (program, test) pair's place in its job
-    mode: str
-    program: ProgramFiles
-    limits: tuple[float, int, int]  # CPU seconds, memory and output bytes of the run
     input: bytes
     answer: bytes = b""
-    validator: ProgramFiles | None = None  # None: the default output validator
     flags: list[str] = msgspec.field(default_factory=list)
+
+
+class RunPayload(msgspec.Struct, frozen=True, kw_only=True):
+    """A problem package's runs of one program on tests in order: run on each input and its
+    output validated (mode "solve": by `validator`, or the default validator with the test's
+    flags), or the program is an input validator run on each input (mode "input"); with
+    `stop`, the tests after the first that fails are not run."""
+
+    problem: str  # the package's name, for the job's lines
+    file: int  # the chunk's place in its job
+    mode: str
+    program: ProgramFiles
+    limits: tuple[float, int, int]  # CPU seconds, memory and output bytes of a run
+    tests: list[RunTest]
+    validator: ProgramFiles | None = None  # None: the default output validator
     validation: tuple[float, int, int] = (60.0, 2 << 30, 8 << 20)  # the validator's limits
+    stop: bool = False
     kind: str = "run"
     format: int = FORMAT
 
