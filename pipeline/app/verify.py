@@ -13,12 +13,14 @@ from pathlib import Path
 from typing import Any
 
 from pipeline import escape
+from pipeline.app import verify_game
 from pipeline.app.cluster import Cluster, cluster
 from pipeline.app.solve import Report
 from pipeline.app.verdict_job import VerdictJob, verdicts
 from pipeline.config import Settings
 from pipeline.data.messages import ProgramFiles, RunPayload, RunTest
 from pipeline.data.producer import Queuer
+from pipeline.games.problem import Problem
 from pipeline.grading import comparing
 from pipeline.grading.verdict_store import RedisVerdicts
 from pipeline.grading.verdicts import FileVerdicts
@@ -110,6 +112,9 @@ def _verify_on(runs: _Runs, pkg: Package, max_seconds: float) -> Verified:
     again: a run that ended under a cap ends the same under a higher one."""
     margin, stops = pkg.limits.time_safety_margin, _stops(pkg.groups)
     others = [p for promise in PROMISED if promise != "accepted" for p in pkg.submissions[promise]]
+    game = verify_game.game_of(pkg)
+    if game is not None:
+        return _verify_game(runs, pkg, game, max_seconds)
     lowest = (pkg.limits.time_limit or 1.0) * margin
     found_others, accepted, inputs = runs.run(
         runs.submissions(others, lowest, stop=stops),  # first: the long runs (TLE) start first
@@ -122,9 +127,43 @@ def _verify_on(runs: _Runs, pkg: Package, max_seconds: float) -> Verified:
         capped = [p for p in others if any(r.letter == "T" for r in found_others.get(p.name, []))]
         (again,) = runs.run(runs.submissions(capped, time_limit * margin, stop=stops))
         found_others.update(again)
+    return _concluded(pkg, time_limit, slowest, inputs, {**accepted, **found_others})
+
+
+def _verify_game(runs: _Runs, pkg: Package, game: Problem, max_seconds: float) -> Verified:
+    """A package of one of our games: its one-file submissions judged case by case (the
+    accepted ones first, for the time limit), the rest as any package's."""
+    c, progress, stops = runs.c, runs.progress, _stops(pkg.groups)
+    by_case = {p.name for ps in pkg.submissions.values() for p in ps if verify_game.single_file(p)}
+    accepted = pkg.submissions["accepted"]
+    cap = pkg.limits.time_limit or max_seconds
+    judged = [p for p in accepted if p.name in by_case]
+    found = verify_game.judged(c, pkg, game, judged, cap, progress, stop=False)
+    rest, inputs = runs.run(
+        runs.submissions([p for p in accepted if p.name not in by_case], cap), runs.input_checks()
+    )
+    found.update(rest)
+    slowest = max((r.seconds for rs in found.values() for r in rs if r.letter == "A"), default=0)
+    time_limit = packages.derived_time_limit(pkg.limits, slowest)
+    high = time_limit * pkg.limits.time_safety_margin
+    others = [p for promise in PROMISED if promise != "accepted" for p in pkg.submissions[promise]]
+    judged = [p for p in others if p.name in by_case]
+    found.update(verify_game.judged(c, pkg, game, judged, high, progress, stop=stops))
+    (rest,) = runs.run(runs.submissions([p for p in others if p.name not in by_case], high))
+    found.update(rest)
+    return _concluded(pkg, time_limit, slowest, inputs, found)
+
+
+def _concluded(
+    pkg: Package,
+    time_limit: float,
+    slowest: float,
+    inputs: dict[str, list[Run]],
+    everyone: dict[str, list[Run]],
+) -> Verified:
+    """Every check's conclusion, from the runs."""
     found = Verified(pkg, time_limit, slowest, [(v, r) for v, rs in inputs.items() for r in rs])
     found.problems += _input_problems(pkg, found.inputs)
-    everyone = {**accepted, **found_others}
     for promise in PROMISED:
         for program in pkg.submissions[promise]:
             if program.not_judged:
@@ -366,7 +405,9 @@ def as_json(found: Verified) -> dict[str, Any]:
                 "slowest": c.outcome.slowest,
                 "note": c.note,
                 "runs": [
-                    {"test": r.test, "verdict": r.letter, "seconds": r.seconds} for r in c.runs
+                    {"test": r.test, "verdict": r.letter, "seconds": r.seconds}
+                    | ({"cases": r.cases} if r.cases else {})
+                    for r in c.runs
                 ],
             }
             for c in found.submissions

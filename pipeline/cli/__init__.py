@@ -35,6 +35,7 @@ COMMANDS = {
     "config": ("running", "config"),
     "gen": ("toolkit", "gen"),
     "validate": ("toolkit", "validate"),
+    "package": ("toolkit", "package"),
     "stress": ("toolkit", "stress"),
 }
 

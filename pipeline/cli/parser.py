@@ -309,6 +309,12 @@ def _toolkit_commands(sub: Any) -> None:
     p.add_argument("inputs", nargs="+", metavar="INPUT", type=Path)
     p.add_argument("--strict", action="store_true", help="also enforce the contest's limits")
     p = _command(
+        sub, "package", "write a game as a problem package (Kattis, DOMjudge)", problem=True
+    )
+    p.add_argument("out", type=Path, metavar="OUT", help="a new folder for the package")
+    p.add_argument("--seed", type=int, default=1, help="of the generated tests (default 1)")
+    p.add_argument("--hacks", type=Path, metavar="DIR", help="a hack search's --out: its tests too")
+    p = _command(
         sub, "stress", "compare a solver with exhaustive search on small cases", problem=True
     )
     p.add_argument("--cases", type=int, default=1000)

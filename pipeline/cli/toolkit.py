@@ -1,4 +1,4 @@
-"""`gen`, `validate` and `stress`: the game toolkit, run in this process."""
+"""`gen`, `validate`, `package` and `stress`: the game toolkit, run in this process."""
 
 from __future__ import annotations
 
@@ -64,3 +64,13 @@ def stress(front: Front) -> int:
     print("smallest failing input found:")
     sys.stdout.write("1\n" + problem.format_case(mismatch.case))
     return 1
+
+
+def package(front: Front) -> int:
+    from pipeline.packages.export import Export, export
+
+    args = front.args
+    written = export(Export(get_problem(args.problem), args.out, args.seed, args.hacks))
+    tests = sum(1 for name in written if name.endswith(".in"))
+    sys.stdout.write(f"{args.out}: a package of {tests} tests ({len(written)} files)\n")
+    return 0

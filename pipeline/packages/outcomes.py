@@ -38,6 +38,7 @@ class Run:
     letter: str
     seconds: float
     message: str = ""
+    cases: str = ""  # a game's test: every case's letter
 
 
 @dataclass(frozen=True)
