@@ -189,3 +189,32 @@ def test_a_failing_validator_is_a_judge_error_never_the_contestants(tmp_path: Pa
     assert "output_validators/sum: judge error on sample/1: the output validator" in problems
     assert "input_validators/check.py rejects secret/bad" in problems
     assert "is JE, not" not in problems, problems
+
+
+@pytest.mark.parametrize("game", ["strgame", "pathgame"])
+def test_an_exported_game_package_verifies_with_verdicts_per_case(
+    tmp_path: Path, game: str
+) -> None:
+    """`gamebatch package` writes a package that verifies; a planted wrong submission is WA
+    on its first wrong case, with a verdict for every case of the test (the rest not run)."""
+    package = tmp_path / game
+    made = subprocess.run(
+        [sys.executable, "-m", "pipeline.cli", "package", "-p", game, str(package)],
+        capture_output=True, text=True, check=False, env=command_env(),
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    assert (package / "problem.yaml").is_file() and (package / "input_validators").is_dir()
+    accepted = next((package / "submissions" / "accepted").iterdir())
+    wrong = accepted.read_text().replace('"Pure"', '"Dirty"').replace('"Snuke"', '"Sothe"')
+    _write(package, {f"submissions/wrong_answer/{game}.cpp": f"{wrong}// {tmp_path.name}\n"})
+    done, doc = _verify(package)
+    assert done.returncode == 0, done.stdout + done.stderr
+    verdicts = {s["name"]: s for s in doc["submissions"]}
+    good = verdicts[f"submissions/accepted/{game}.cpp"]
+    assert good["verdict"] == "AC" and all(set(r["cases"]) == {"A"} for r in good["runs"])
+    bad = verdicts[f"submissions/wrong_answer/{game}.cpp"]
+    assert bad["verdict"] == "WA" and bad["as_promised"]
+    (first,) = bad["runs"]  # it stopped at its first failing test, and at its first case
+    assert first["test"] == "sample/1" and first["cases"].startswith("W")
+    assert set(first["cases"][1:]) <= {"N"}
+    assert any(t.startswith("secret/max") for t in doc["tests"])  # at the contest's limits
