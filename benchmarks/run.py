@@ -77,6 +77,12 @@ def _transports(data: Path, quick: bool) -> list[Row]:
     return transports(data, quick)
 
 
+def _packages(data: Path, quick: bool) -> list[Row]:
+    from benchmarks.packages import packages
+
+    return packages(data, quick)
+
+
 def _cluster(data: Path, quick: bool) -> list[Row]:
     from benchmarks.cluster import cluster
 
@@ -108,6 +114,7 @@ def suites(
         "http_service": lambda: _http_service(data, quick),
         "grading": lambda: _grading(data, ref, quick),
         "judging": lambda: _judging(data, quick),
+        "packages": lambda: _packages(data, quick),
         "transports": lambda: _transports(data, quick),
         "cluster": lambda: _cluster(data, quick),
         "shards": lambda: _shards(data, quick),

@@ -4,6 +4,7 @@ Kattis calling convention), or an input validator run on a test."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import tempfile
@@ -12,6 +13,7 @@ from pathlib import Path
 
 from pipeline.config import LanguageSetting
 from pipeline.data.messages import BadPayload, ProgramFiles, RunPayload, RunTest
+from pipeline.grading.verdicts import judge, output_lines
 from pipeline.judging import languages
 from pipeline.judging.programs import UNAVAILABLE, toolchain
 from pipeline.judging.sandbox import Bind, Limits, Status, shared_folder
@@ -36,33 +38,35 @@ class Verdict:
 
 
 def run_chunk(runner: Runner, payload: RunPayload) -> tuple[str, str]:
-    """The chunk's letters (one a test; N: not run after a failure, with `stop`) and its
-    details, as a judging chunk's."""
-    found: list[Verdict] = []
+    """The chunk's letters (one a test, or one a case of a game's test; N: not run after a
+    failure, with `stop`) and its details, as a judging chunk's."""
+    found: list[list[Verdict]] = []
     program = _built(runner, payload.program, payload.limits)
     for test in payload.tests:
-        if payload.stop and found and found[-1].letter != "A":
-            found.append(Verdict(NOT_RUN, ""))
+        if payload.stop and found and any(v.letter != "A" for v in found[-1]):
+            found.append(_spread(Verdict(NOT_RUN, ""), test))
         elif isinstance(program, str):
-            found.append(Verdict("C", program if not found else ""))
+            found.append(_spread(Verdict("C", program if not found else ""), test))
         else:
             found.append(_judged(runner, payload, program, test))
-    letters = "".join(v.letter for v in found)
-    shown = [[i, v.message] for i, v in enumerate(found, 1) if v.letter not in ("A", NOT_RUN)]
-    usage = [[round(v.cpu_seconds * 1e6), v.peak_bytes >> 10] for v in found]
-    return letters, json.dumps([[payload.file, len(found), shown, None, usage]])
+    flat = [v for test in found for v in test]
+    letters = "".join(v.letter for v in flat)
+    shown = [[i, v.message] for i, v in enumerate(flat, 1) if v.letter not in ("A", NOT_RUN)]
+    usage = [[round(v.cpu_seconds * 1e6), v.peak_bytes >> 10] for v in flat]
+    return letters, json.dumps([[payload.file, len(flat), shown, None, usage]])
 
 
 def _judged(
     runner: Runner, payload: RunPayload, program: tuple[Path, LanguageSetting], test: RunTest
-) -> Verdict:
+) -> list[Verdict]:
+    """A test's verdict (a verdict a case, for a game's test)."""
     folder, lang = program
     with tempfile.TemporaryDirectory(prefix="gamebatch-pkg-", dir=shared_folder("runs")) as work:
         place = Path(work)
         os.chmod(place, 0o711)
         given = _file(place / "input", test.input)
         if payload.mode == "input":
-            return _input_validation(runner, payload, program, given, test.flags)
+            return [_input_validation(runner, payload, program, given, test.flags)]
         if payload.mode != "solve":
             raise BadPayload(f"a run of mode {payload.mode!r}")
         output = place / "output"
@@ -71,9 +75,39 @@ def _judged(
         with given.open("rb") as stdin, output.open("wb") as stdout:
             run = runner.sandbox.run(argv, limits, _binds(folder, lang), stdin=stdin, stdout=stdout)
         if run.status != Status.OK:
-            return Verdict(LETTERS[run.status], run.detail, run.cpu_seconds, run.peak_bytes)
+            failed = Verdict(LETTERS[run.status], run.detail, run.cpu_seconds, run.peak_bytes)
+            return _spread(failed, test)
+        if test.cases:
+            return _per_case(output.read_bytes(), test, run.cpu_seconds, run.peak_bytes)
         found = _validated(runner, payload, test, place, given, output)
-        return Verdict(found.letter, found.message, run.cpu_seconds, run.peak_bytes)
+        return [Verdict(found.letter, found.message, run.cpu_seconds, run.peak_bytes)]
+
+
+def _spread(verdict: Verdict, test: RunTest) -> list[Verdict]:
+    """A run's verdict for each case of a game's test (its time shared out among them),
+    or for the test."""
+    if not test.cases:
+        return [verdict]
+    share = dataclasses.replace(verdict, cpu_seconds=verdict.cpu_seconds / test.cases)
+    return [share] + [dataclasses.replace(share, message="")] * (test.cases - 1)
+
+
+def _per_case(data: bytes, test: RunTest, cpu: float, peak: int) -> list[Verdict]:
+    """A game's test, judged case by case: each line by its answer's line (more lines than
+    cases make the last case wrong)."""
+    wanted = output_lines(test.answer.split(b"\n"))[: test.cases]
+    wanted += [""] * (test.cases - len(wanted))
+    lines = output_lines(data.split(b"\n"))
+    found = []
+    for number, want in enumerate(wanted):
+        line = lines[number] if number < len(lines) else None
+        letter = judge(want, line, ignore_case=False)
+        said = "" if letter == "A" else f"case {number + 1}: expected {want}, found {line!r}"
+        found.append(Verdict(letter, said, cpu / test.cases, peak))
+    if len(lines) > test.cases:
+        said = f"more lines than cases: {lines[test.cases][:60]!r}"
+        found[-1] = dataclasses.replace(found[-1], letter="W", message=said)
+    return found
 
 
 def _validated(

@@ -13,14 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from pipeline import escape
-from pipeline.app import verify_game
 from pipeline.app.cluster import Cluster, cluster
 from pipeline.app.solve import Report
 from pipeline.app.verdict_job import VerdictJob, verdicts
 from pipeline.config import Settings
 from pipeline.data.messages import ProgramFiles, RunPayload, RunTest
 from pipeline.data.producer import Queuer
-from pipeline.games.problem import Problem
 from pipeline.grading import comparing
 from pipeline.grading.verdict_store import RedisVerdicts
 from pipeline.grading.verdicts import FileVerdicts
@@ -36,11 +34,12 @@ from pipeline.packages.outcomes import (
     score_note,
     tle_margin_kept,
 )
-from pipeline.packages.package import Group, Package, PackageProgram
+from pipeline.packages.package import Group, Package, PackageProgram, PackageTest
 from pipeline.progress import ProgressBar
 
 VERIFYING = 1  # the version of how package runs are judged: part of every run's key
 INPUT_BATCH = 32  # tests an input validator checks in one chunk
+_AS_TEST = {"P": "W", "M": "W"}  # a game's case's letter as its test's
 NOT_RUN = "N"  # a test a chunk did not run: it stopped at an earlier failing one
 
 
@@ -112,9 +111,6 @@ def _verify_on(runs: _Runs, pkg: Package, max_seconds: float) -> Verified:
     again: a run that ended under a cap ends the same under a higher one."""
     margin, stops = pkg.limits.time_safety_margin, _stops(pkg.groups)
     others = [p for promise in PROMISED if promise != "accepted" for p in pkg.submissions[promise]]
-    game = verify_game.game_of(pkg)
-    if game is not None:
-        return _verify_game(runs, pkg, game, max_seconds)
     lowest = (pkg.limits.time_limit or 1.0) * margin
     found_others, accepted, inputs = runs.run(
         runs.submissions(others, lowest, stop=stops),  # first: the long runs (TLE) start first
@@ -128,30 +124,6 @@ def _verify_on(runs: _Runs, pkg: Package, max_seconds: float) -> Verified:
         (again,) = runs.run(runs.submissions(capped, time_limit * margin, stop=stops))
         found_others.update(again)
     return _concluded(pkg, time_limit, slowest, inputs, {**accepted, **found_others})
-
-
-def _verify_game(runs: _Runs, pkg: Package, game: Problem, max_seconds: float) -> Verified:
-    """A package of one of our games: its one-file submissions judged case by case (the
-    accepted ones first, for the time limit), the rest as any package's."""
-    c, progress, stops = runs.c, runs.progress, _stops(pkg.groups)
-    by_case = {p.name for ps in pkg.submissions.values() for p in ps if verify_game.single_file(p)}
-    accepted = pkg.submissions["accepted"]
-    cap = pkg.limits.time_limit or max_seconds
-    judged = [p for p in accepted if p.name in by_case]
-    found = verify_game.judged(c, pkg, game, judged, cap, progress, stop=False)
-    rest, inputs = runs.run(
-        runs.submissions([p for p in accepted if p.name not in by_case], cap), runs.input_checks()
-    )
-    found.update(rest)
-    slowest = max((r.seconds for rs in found.values() for r in rs if r.letter == "A"), default=0)
-    time_limit = packages.derived_time_limit(pkg.limits, slowest)
-    high = time_limit * pkg.limits.time_safety_margin
-    others = [p for promise in PROMISED if promise != "accepted" for p in pkg.submissions[promise]]
-    judged = [p for p in others if p.name in by_case]
-    found.update(verify_game.judged(c, pkg, game, judged, high, progress, stop=stops))
-    (rest,) = runs.run(runs.submissions([p for p in others if p.name not in by_case], high))
-    found.update(rest)
-    return _concluded(pkg, time_limit, slowest, inputs, found)
 
 
 def _concluded(
@@ -220,10 +192,11 @@ def _input_problems(pkg: Package, inputs: list[tuple[str, Run]]) -> list[str]:
 
 @dataclass(frozen=True)
 class _Plan:
-    """Chunks to run, and for each the program (or validator) and tests it covers."""
+    """Chunks to run, and for each the program (or validator) and the tests it covers (with
+    their cases, for a game's: 0 otherwise)."""
 
     payloads: list[RunPayload]
-    places: list[tuple[str, list[str]]]
+    places: list[tuple[str, list[tuple[str, int]]]]
 
 
 class _Runs:
@@ -234,6 +207,7 @@ class _Runs:
         self.c, self.pkg, self.progress = c, pkg, progress
         self.store = RedisVerdicts(c.store.client, c.settings.result_ttl)
         self.settings = c.settings.judge
+        self.game = pkg.game is not None  # its tests are judged case by case
 
     def run(self, *plans: _Plan) -> list[dict[str, list[Run]]]:
         """The runs of each plan, by program (or validator), in one job (not-run tests left
@@ -243,8 +217,7 @@ class _Runs:
         for plan in plans:
             runs: dict[str, list[Run]] = {}
             for name, tests in plan.places:
-                got = next(found)
-                made = [_run(test, got, i) for i, test in enumerate(tests)]
+                made = _runs(tests, next(found))
                 runs.setdefault(name, []).extend(r for r in made if r.letter != NOT_RUN)
             results.append(runs)
         return results
@@ -271,7 +244,7 @@ class _Runs:
                         tests=tests,
                     )
                 )
-                plan.places.append((validator.name, [name for name, _, _ in batch]))
+                plan.places.append((validator.name, [(name, 0) for name, _, _ in batch]))
         return plan
 
     def submissions(
@@ -281,13 +254,7 @@ class _Runs:
         per (program, test), or with `stop` one per program that stops at its first failing
         test (the tests after it are not run, as the format's on_reject: break says)."""
         checker = self._files(self.pkg.output_validator) if self.pkg.output_validator else None
-        tests = {
-            t.name: RunTest(
-                t.input.read_bytes(), t.answer.read_bytes(),
-                [*self.pkg.validator_flags, *t.output_flags],
-            )
-            for t in self.pkg.tests
-        }  # fmt: skip
+        tests = {t.name: self._test(t) for t in self.pkg.tests}
         names = [t.name for t in self.pkg.tests]
         groups = [names] if stop else [[name] for name in names]
         plan = _Plan([], [])
@@ -302,8 +269,16 @@ class _Runs:
                         validator=checker, stop=stop, validation=validation,
                     )
                 )  # fmt: skip
-                plan.places.append((program.name, group))
+                plan.places.append((program.name, [(n, tests[n].cases) for n in group]))
         return plan
+
+    def _test(self, test: PackageTest) -> RunTest:
+        """A test as a run chunk carries it: a game's judged case by case (a line each of
+        its answer), any other's by the output validator."""
+        answer = test.answer.read_bytes()
+        flags = [*self.pkg.validator_flags, *test.output_flags]
+        cases = len([line for line in answer.split(b"\n") if line.strip()]) if self.game else 0
+        return RunTest(test.input.read_bytes(), answer, flags, cases)
 
     def _run(self, payloads: list[RunPayload]) -> list[FileVerdicts]:
         """Each chunk's verdicts: kept ones from the store, the rest from one job."""
@@ -312,7 +287,7 @@ class _Runs:
         todo = [i for i, v in enumerate(kept) if v is None]
         if todo:
             outputs = [
-                comparing.Output(keys[i], None, "x" * len(payloads[i].tests), keys[i]) for i in todo
+                comparing.Output(keys[i], None, "x" * _width(payloads[i]), keys[i]) for i in todo
             ]
             fresh = self._job(outputs, [payloads[i] for i in todo])
             self.store.put_many((keys[i], v) for i, v in zip(todo, fresh, strict=True))
@@ -359,11 +334,25 @@ def _key(payload: RunPayload) -> str:
     return "run-" + digest.hexdigest()
 
 
-def _run(test: str, found: FileVerdicts, index: int) -> Run:
-    """Test `index` of a chunk's verdicts as a run."""
-    shown = dict(found.shown)
-    seconds = found.usage[index][0] / 1e6 if index < len(found.usage) else 0.0
-    return Run(test, found.codes[index : index + 1] or "J", seconds, shown.get(index + 1) or "")
+def _runs(tests: list[tuple[str, int]], found: FileVerdicts) -> list[Run]:
+    """A chunk's verdicts as runs of its tests (a game's test has a letter a case: its
+    verdict is its first failing case's, its time the sum of theirs)."""
+    shown, runs, at = dict(found.shown), [], 0
+    for test, cases in tests:
+        width = max(cases, 1)
+        letters = found.codes[at : at + width] or "J"
+        failing = next((i for i, code in enumerate(letters) if code != "A"), None)
+        letter = "A" if failing is None else _AS_TEST.get(letters[failing], letters[failing])
+        message = "" if failing is None else shown.get(at + failing + 1) or ""
+        seconds = sum(us for us, _ in found.usage[at : at + width]) / 1e6
+        runs.append(Run(test, letter, seconds, message, letters if cases else ""))
+        at += width
+    return runs
+
+
+def _width(payload: RunPayload) -> int:
+    """A chunk's letters: one a test, or one a case of a game's test."""
+    return sum(max(test.cases, 1) for test in payload.tests)
 
 
 def _stops(group: Group) -> bool:

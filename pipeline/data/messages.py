@@ -349,6 +349,7 @@ class RunTest(msgspec.Struct, frozen=True):
     input: bytes
     answer: bytes = b""
     flags: list[str] = msgspec.field(default_factory=list)
+    cases: int = 0  # a game's test: its cases, each judged by its own answer line
 
 
 class RunPayload(msgspec.Struct, frozen=True, kw_only=True):

@@ -15,10 +15,10 @@ from pipeline.errors import UsageError
 from pipeline.games.problem import Case, Problem, limits_of
 from pipeline.games.reader import read_cases
 from pipeline.games.tokens import TokenReader
+from pipeline.packages.package import GAME_FILE
 
 # per game: problem.en.tex, validate.py, solution.cpp
 TEMPLATES = Path(__file__).with_name("templates")
-MARKER = "gamebatch.yaml"  # names the game: verify and grade judge it case by case
 # the statement's examples (docs/games.md), as tests
 SAMPLES = {
     "strgame": ["2\n2 3\na\nb\n1 2\nab\n", "1\n3 1\na\nb\nc\n"],
@@ -57,7 +57,7 @@ def export(request: Export) -> list[str]:
         written.append(name)
 
     write("problem.yaml", _problem_yaml(game))
-    write(MARKER, f"# the game gamebatch judges this package's tests as\ngame: {game.name}\n")
+    write(GAME_FILE, f"# the game gamebatch judges this package's tests as\ngame: {game.name}\n")
     for n, text in enumerate(SAMPLES[game.name], 1):
         cases = _cases(game, text)
         write(f"data/sample/{n}.in", text)

@@ -15,6 +15,7 @@ import yaml
 from pipeline import escape
 from pipeline.config import LanguageSetting
 from pipeline.errors import UsageError
+from pipeline.games.registry import find_problem
 from pipeline.judging import languages as languages_of
 from pipeline.judging.languages import NotJudged
 from pipeline.judging.programs import UNAVAILABLE, toolchain
@@ -28,6 +29,7 @@ PROMISES = (
     "run_time_error",
 )
 MAX_FILE_BYTES = 1 << 20  # of one source file of a program
+GAME_FILE = "gamebatch.yaml"  # names the game of a package gamebatch wrote
 
 
 @dataclass(frozen=True)
@@ -88,6 +90,7 @@ class Package:
     output_validator: PackageProgram | None  # None: the default validator
     submissions: dict[str, list[PackageProgram]] = field(default_factory=dict)  # by promise
     notes: list[str] = field(default_factory=list)
+    game: str | None = None  # one of gamebatch's games (gamebatch.yaml): judged case by case
 
 
 def read(root: Path, languages: dict[str, LanguageSetting]) -> Package:
@@ -122,6 +125,7 @@ def read(root: Path, languages: dict[str, LanguageSetting]) -> Package:
             for promise in PROMISES
         },
         notes=notes,
+        game=_game(root),
     )
 
 
@@ -247,6 +251,14 @@ def program_of(path: Path, root: Path, languages: dict[str, LanguageSetting]) ->
         if file.stat().st_size > MAX_FILE_BYTES or "/" in inner:
             return PackageProgram(name, not_judged=f"{inner}: in a subfolder, or over 1 MiB")
     return PackageProgram(name, named, entry.name, language)
+
+
+def _game(root: Path) -> str | None:
+    """The game a package's gamebatch.yaml names, if it is one of ours (registered here)."""
+    if not (root / GAME_FILE).is_file():
+        return None
+    game = _yaml(root / GAME_FILE).get("game")
+    return str(game) if game is not None and find_problem(str(game)) is not None else None
 
 
 def _name(doc: dict[str, Any], root: Path) -> str:

@@ -196,7 +196,7 @@ def test_an_exported_game_package_verifies_with_verdicts_per_case(
     tmp_path: Path, game: str
 ) -> None:
     """`gamebatch package` writes a package that verifies; a planted wrong submission is WA
-    on its first wrong case, with a verdict for every case of the test (the rest not run)."""
+    on its first wrong case, with a verdict for every case of the test."""
     package = tmp_path / game
     made = subprocess.run(
         [sys.executable, "-m", "pipeline.cli", "package", "-p", game, str(package)],
@@ -214,7 +214,10 @@ def test_an_exported_game_package_verifies_with_verdicts_per_case(
     assert good["verdict"] == "AC" and all(set(r["cases"]) == {"A"} for r in good["runs"])
     bad = verdicts[f"submissions/wrong_answer/{game}.cpp"]
     assert bad["verdict"] == "WA" and bad["as_promised"]
-    (first,) = bad["runs"]  # it stopped at its first failing test, and at its first case
+    (first,) = bad["runs"]  # it stopped at its first failing test, with a letter a case
+    answers = (package / "data" / "sample" / "1.ans").read_text().split()
     assert first["test"] == "sample/1" and first["cases"].startswith("W")
-    assert set(first["cases"][1:]) <= {"N"}
+    assert len(first["cases"]) == len(answers) and set(first["cases"]) <= {"A", "W"}
+    expected = "".join("W" if word in ("Pure", "Snuke") else "A" for word in answers)
+    assert first["cases"] == expected  # wrong exactly where the answer was changed
     assert any(t.startswith("secret/max") for t in doc["tests"])  # at the contest's limits
