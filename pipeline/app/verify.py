@@ -85,19 +85,20 @@ class Verified:
 
 def verify(settings: Settings, request: VerifyRequest, report: Report) -> Verified:
     """The `verify` workflow; `report` hears the notes on what is not judged."""
-    pkg = packages.read(request.package, settings.judge.languages)
-    for note in pkg.notes:
-        report(f"not judged: {escape.terminal(note)}")
     if not settings.broker_url:  # local workers judge: their sandbox first
         from pipeline.judging.sandbox import Sandbox
 
         Sandbox(settings.judge.first_uid, settings.judge.slots).check()
-    progress = ProgressBar("verify", enabled=not request.quiet)
-    try:
-        with cluster(settings) as c:
-            found = _verify_on(_Runs(c, pkg, progress), pkg, request.max_seconds)
-    finally:
-        progress.close()
+    with packages.opened(request.package) as root:
+        pkg = packages.read(root, settings.judge.languages)
+        for note in pkg.notes:
+            report(f"not judged: {escape.terminal(note)}")
+        progress = ProgressBar("verify", enabled=not request.quiet)
+        try:
+            with cluster(settings) as c:
+                found = _verify_on(_Runs(c, pkg, progress), pkg, request.max_seconds)
+        finally:
+            progress.close()
     if request.json is not None:
         request.json.write_text(json.dumps(as_json(found), indent=1) + "\n")
     return found

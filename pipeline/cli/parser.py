@@ -258,7 +258,9 @@ def _verify_command(sub: Any) -> None:
         "check a problem package as problemtools' verifyproblem does, on the workers",
         broker=EMBEDDED,
     )
-    p.add_argument("package", type=Path, metavar="PACKAGE", help="the package's folder")
+    p.add_argument(
+        "package", type=Path, metavar="PACKAGE", help="the package's folder, or a .zip of it"
+    )
     p.add_argument("--json", type=Path, metavar="REPORT", help="write the JSON report")
     p.add_argument(
         "--max-time",

@@ -6,8 +6,13 @@ from __future__ import annotations
 
 import math
 import shlex
+import stat
+import tempfile
+import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import yaml
@@ -30,6 +35,7 @@ PROMISES = (
 )
 MAX_FILE_BYTES = 1 << 20  # of one source file of a program
 GAME_FILE = "gamebatch.yaml"  # names the game of a package gamebatch wrote
+ZIP_BYTES = 4 << 30  # a zipped package, unpacked, at most
 
 
 @dataclass(frozen=True)
@@ -91,6 +97,33 @@ class Package:
     submissions: dict[str, list[PackageProgram]] = field(default_factory=dict)  # by promise
     notes: list[str] = field(default_factory=list)
     game: str | None = None  # one of gamebatch's games (gamebatch.yaml): judged case by case
+
+
+@contextmanager
+def opened(path: Path) -> Iterator[Path]:
+    """A package's folder: `path` itself, or a .zip of one unpacked into a temporary folder
+    for as long as it is used (every entry checked first: no absolute paths, no `..`, no
+    links, at most ZIP_BYTES unpacked)."""
+    if path.is_dir():
+        yield path
+        return
+    if not zipfile.is_zipfile(path):
+        raise UsageError(f"{path} is neither a package's folder nor a .zip of one")
+    with zipfile.ZipFile(path) as archive, tempfile.TemporaryDirectory() as temporary:
+        members = archive.infolist()
+        if sum(m.file_size for m in members) > ZIP_BYTES:
+            raise UsageError(f"{path} unpacks to more than {ZIP_BYTES >> 20} MiB")
+        for member in members:
+            parts = PurePosixPath(member.filename).parts
+            link = stat.S_ISLNK(member.external_attr >> 16)
+            if member.filename.startswith("/") or ".." in parts or "\\" in member.filename or link:
+                raise UsageError(f"{path}: entry {member.filename[:80]!r} is not a plain path")
+        archive.extractall(temporary)
+        root = Path(temporary)
+        inner = [p for p in root.iterdir() if p.is_dir()]
+        if not (root / "problem.yaml").is_file() and len(inner) == 1:
+            root = inner[0]  # a zip of the package's folder
+        yield root
 
 
 def read(root: Path, languages: dict[str, LanguageSetting]) -> Package:

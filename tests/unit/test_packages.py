@@ -167,3 +167,24 @@ def test_scoring_groups_aggregate_as_the_default_grader(tmp_path: Path) -> None:
     )
     none = outcome([Run(t, "W", 0.1) for t in every], root, 1.0)
     assert (none.verdict, none.score) == ("WA", 0)
+
+
+def test_a_zipped_package_is_opened_and_a_hostile_zip_refused(tmp_path: Path) -> None:
+    import zipfile
+
+    root = _write(tmp_path / "pkg", {"problem.yaml": "name: Zipped\n", "data/secret/1.in": "",
+                                     "data/secret/1.ans": ""})  # fmt: skip
+    packed = tmp_path / "pkg.zip"
+    with zipfile.ZipFile(packed, "w") as archive:
+        for path in root.rglob("*"):
+            archive.write(path, path.relative_to(tmp_path).as_posix())  # the folder inside
+    with package.opened(packed) as opened:
+        assert package.read(opened, LANGUAGES).name == "Zipped"
+    assert not opened.exists()  # gone once used
+    hostile = tmp_path / "evil.zip"
+    with zipfile.ZipFile(hostile, "w") as archive:
+        archive.writestr("../escape.txt", "x")
+    with pytest.raises(UsageError, match="not a plain path"), package.opened(hostile):
+        pass
+    with pytest.raises(UsageError, match="neither"), package.opened(tmp_path / "pkg/problem.yaml"):
+        pass
