@@ -2,8 +2,8 @@
 on the backend chosen once (a cluster, or a server in client mode), its result printed; one
 line per error, and the exit statuses. The parser, and one module per command family.
 
-Imports: server, client, app, local, workers, judging, hacking, grading, jobs, data, store,
-games, config, ground.
+Imports: server, client, app, local, workers, packages, judging, hacking, grading, jobs, data,
+store, games, config, ground.
 """
 
 from __future__ import annotations

@@ -34,6 +34,9 @@ SOURCES = {
     "python": "strgame.py",
     "pypy3": "strgame.py",
 }
+# wrong twins (the answers swapped) of one program of each kind of runtime: a JVM, a native
+# binary, an interpreter (every language's output is read alike; compiling costs the suite)
+WRONG_TOO = ("java", "rust", "javascript", "pypy3")
 
 
 def _missing(*names: str) -> list[str]:
@@ -73,8 +76,8 @@ def _swapped(source: str) -> str:
 
 @_needs(*SOURCES)
 def test_every_language_is_judged_case_by_case(tmp_path: Path) -> None:
-    """A correct program in each language is AC on every case, its answers swapped WA on
-    every case; the report names each program's language and toolchain."""
+    """A correct program in each language is AC on every case, a wrong twin WA on every
+    case; the report names each program's language and toolchain."""
     (tmp_path / "tests").mkdir()
     (tmp_path / "tests" / "mixed.in").write_text(
         "5\n2 3\na\nb\n1 2\nab\n3 1\na\nb\nc\n2 1000000000\nab\nb\n1 999999999\nabc\n"
@@ -85,7 +88,8 @@ def test_every_language_is_judged_case_by_case(tmp_path: Path) -> None:
         if language == "pypy3":
             source = "#!/usr/bin/env pypy3\n" + source
         comment = "#" if name.endswith(".py") else "//"
-        for kind, text in (("good", source), ("bad", _swapped(source))):
+        kinds = [("good", source)] + [("bad", _swapped(source))] * (language in WRONG_TOO)
+        for kind, text in kinds:
             folder = tmp_path / "progs" / f"{language}-{kind}"
             folder.mkdir(parents=True)
             (folder / name).write_text(f"{text}\n{comment} {mark}\n")
@@ -94,6 +98,7 @@ def test_every_language_is_judged_case_by_case(tmp_path: Path) -> None:
     verdicts = _verdicts(doc)
     for language in SOURCES:
         assert verdicts[f"{language}-good"] == "AAAAA", (language, done.stderr)
+    for language in WRONG_TOO:
         assert verdicts[f"{language}-bad"] == "WWWWW", (language, done.stderr)
     made = {p["contestant"]: p for p in doc["programs"]}
     assert made["pypy3-good"]["language"] == "Python 3 (PyPy)"
