@@ -90,6 +90,7 @@ def _case(text: str) -> Any:
     return numbered.case
 
 
+@pytest.mark.slow
 def test_size_bugs_in_strgame_programs_are_hacked_near_where_they_start(tmp_path: Path) -> None:
     mark = f"// {tmp_path.name} {os.getpid()}\n"  # this run's own sources (verdicts are kept)
     for name, fault in SIZE_FAULTS.items():

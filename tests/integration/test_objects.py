@@ -65,6 +65,7 @@ def _warmed(s3: S3, redis_server: RedisServer) -> redis.Redis:
 
 
 @pytest.mark.integration
+@pytest.mark.slow
 def test_workers_that_share_nothing_but_redis_and_the_store_solve_an_object_exactly(
     s3: S3, redis_server: RedisServer, tmp_path: Path, reference: dict[str, Path] | None
 ) -> None:
@@ -137,6 +138,7 @@ def test_a_bad_or_missing_object_is_one_line_and_leaves_no_result(s3: S3) -> Non
 
 
 @pytest.mark.integration
+@pytest.mark.slow
 def test_a_local_input_goes_through_the_payload_store_not_redis_and_leaves_nothing(
     s3: S3, redis_server: RedisServer, tmp_path: Path, reference: dict[str, Path] | None
 ) -> None:
