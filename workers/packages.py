@@ -21,6 +21,7 @@ from pipeline.packages import default_validator
 from workers.programs import Runner, system_binds
 
 ACCEPTED, WRONG = 42, 43  # an output validator's exit statuses (and an input validator's 42)
+TESTLIB_WRONG = (1, 2, 7)  # a testlib checker's WA, PE and partial points
 JUDGE_ERROR = "J"  # a validator that failed: the judge's fault, never the contestant's
 NOT_RUN = "N"  # a test after the first failing one, in a chunk that stops there
 LETTERS = {Status.TLE: "T", Status.MLE: "L", Status.OLE: "O", Status.RE: "R"}
@@ -126,17 +127,15 @@ def _validated(
         return Verdict(JUDGE_ERROR, f"the output validator did not compile: {checker[:500]}")
     folder, lang = checker
     answer = _file(place / "answer", test.answer)
-    feedback = place / "feedback"
-    feedback.mkdir(mode=0o755)
     limits = Limits(*payload.validation, processes=languages.processes(lang))
     argv = languages.commands(lang, payload.validator.entry, limits.memory_bytes).run
+    binds = [*_binds(folder, lang), Bind(given, "/judge/input"), Bind(answer, "/judge/answer")]
+    if payload.checker == "testlib":
+        return _testlib(runner, limits, argv, binds, output)
+    feedback = place / "feedback"
+    feedback.mkdir(mode=0o755)
     argv += ["/judge/input", "/judge/answer", "/judge/feedback/", *test.flags]
-    binds = [
-        *_binds(folder, lang),
-        Bind(given, "/judge/input"),
-        Bind(answer, "/judge/answer"),
-        Bind(feedback, "/judge/feedback", writable=True),
-    ]
+    binds.append(Bind(feedback, "/judge/feedback", writable=True))
     with output.open("rb") as stdin:
         run = runner.sandbox.run(argv, limits, binds, stdin=stdin)
     said = _message(feedback / "judgemessage.txt")
@@ -147,6 +146,26 @@ def _validated(
     if run.status != Status.RE:
         return Verdict(JUDGE_ERROR, f"the output validator ran out of its limits ({run.detail})")
     return Verdict("A" if run.exit_code == ACCEPTED else "W", said)
+
+
+def _testlib(
+    runner: Runner, limits: Limits, argv: list[str], binds: list[Bind], output: Path
+) -> Verdict:
+    """A testlib checker (Polygon, Codeforces): `checker input output answer`, exit 0 OK, 1
+    WA, 2 PE (a wrong answer here), 7 partial points (wrong too, for pass-fail), 3 its own
+    failure (a judge error); what it says is on standard error."""
+    binds = [*binds, Bind(output, "/judge/output")]
+    with tempfile.TemporaryFile() as said:
+        run = runner.sandbox.run(
+            [*argv, "/judge/input", "/judge/output", "/judge/answer"], limits, binds, stderr=said
+        )
+        said.seek(0)
+        message = said.read(MESSAGE_BYTES).decode(errors="replace").strip()
+    if run.status == Status.OK:
+        return Verdict("A", "")
+    if run.status == Status.RE and run.exit_code in TESTLIB_WRONG:
+        return Verdict("W", message)
+    return Verdict(JUDGE_ERROR, f"the testlib checker {run.detail}: {message}")
 
 
 def _input_validation(

@@ -267,7 +267,8 @@ class _Runs:
                     RunPayload(
                         problem=self.pkg.name, file=0, mode="solve", program=files,
                         limits=self._limits(seconds), tests=[tests[n] for n in group],
-                        validator=checker, stop=stop, validation=validation,
+                        validator=checker, checker=self.pkg.checker, stop=stop,
+                        validation=validation,
                     )
                 )  # fmt: skip
                 plan.places.append((program.name, [(n, tests[n].cases) for n in group]))

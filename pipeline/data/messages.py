@@ -365,6 +365,7 @@ class RunPayload(msgspec.Struct, frozen=True, kw_only=True):
     limits: tuple[float, int, int]  # CPU seconds, memory and output bytes of a run
     tests: list[RunTest]
     validator: ProgramFiles | None = None  # None: the default output validator
+    checker: str = "kattis"  # the validator's calling convention, or "testlib"
     validation: tuple[float, int, int] = (60.0, 2 << 30, 8 << 20)  # the validator's limits
     stop: bool = False
     kind: str = "run"

@@ -98,6 +98,19 @@ class Package:
     notes: list[str] = field(default_factory=list)
     game: str | None = None  # one of gamebatch's games (gamebatch.yaml): judged case by case
 
+    @property
+    def checker(self) -> str:
+        """How the output validator is called: "kattis" (`validator input answer feedback_dir
+        < output`, exit 42 or 43), or "testlib" for a testlib checker (it includes
+        testlib.h: `checker input output answer`, exit 0, 1 or 2)."""
+        found = self.output_validator
+        if found is None or not found.files:
+            return "kattis"
+        for name, path in found.files:
+            if name == "testlib.h" or (name == found.entry and b"testlib.h" in path.read_bytes()):
+                return "testlib"
+        return "kattis"
+
 
 @contextmanager
 def opened(path: Path) -> Iterator[Path]:

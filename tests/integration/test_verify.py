@@ -221,3 +221,65 @@ def test_an_exported_game_package_verifies_with_verdicts_per_case(
     expected = "".join("W" if word in ("Pure", "Snuke") else "A" for word in answers)
     assert first["cases"] == expected  # wrong exactly where the answer was changed
     assert any(t.startswith("secret/max") for t in doc["tests"])  # at the contest's limits
+
+
+TESTLIB_STUB = """#pragma once
+// The few lines of testlib's interface the checker below uses (its calling convention:
+// checker input output answer; exit 0 OK, 1 WA, 2 PE, 3 the checker's own failure).
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+enum TResult { _ok = 0, _wa = 1, _pe = 2, _fail = 3 };
+inline void quitf(TResult result, const char *format, ...) {
+  va_list args;
+  va_start(args, format);
+  std::vfprintf(stderr, format, args);
+  va_end(args);
+  std::exit(result);
+}
+struct InStream {
+  FILE *file = nullptr;
+  long long readLong() {
+    long long x;
+    if (std::fscanf(file, "%lld", &x) != 1) quitf(_pe, "not an integer");
+    return x;
+  }
+};
+inline InStream inf, ouf, ans;
+inline void registerTestlibCmd(int argc, char *argv[]) {
+  if (argc < 4) quitf(_fail, "usage: checker input output answer");
+  inf.file = std::fopen(argv[1], "r");
+  ouf.file = std::fopen(argv[2], "r");
+  ans.file = std::fopen(argv[3], "r");
+  if (!inf.file || !ouf.file || !ans.file) quitf(_fail, "cannot open its files");
+}
+"""
+TESTLIB_CHECKER = """#include "testlib.h"
+int main(int argc, char *argv[]) {
+  registerTestlibCmd(argc, argv);
+  long long n = inf.readLong(), a = ouf.readLong(), b = ouf.readLong();
+  if (a < 0 || b < 0 || a + b != n) quitf(_wa, "%lld and %lld do not sum to %lld", a, b, n);
+  quitf(_ok, "fine");
+}
+"""
+
+
+def test_a_testlib_checker_judges_by_its_own_convention(tmp_path: Path) -> None:
+    """A checker that includes testlib.h is called as Polygon calls it (input, output,
+    answer; exit 0 OK, 1 WA), and what it says on standard error is the verdict's reason."""
+    package = _sum_package(
+        tmp_path / "sum",
+        extra={
+            "problem.yaml": "name: Testlib Sum\nvalidation: custom\n",
+            "output_validators/sum/validate.py": "",
+        },
+    )
+    (package / "output_validators" / "sum" / "validate.py").unlink()
+    _write(package / "output_validators" / "sum", {
+        "checker.cpp": TESTLIB_CHECKER + f"// {tmp_path.name}\n", "testlib.h": TESTLIB_STUB,
+    })  # fmt: skip
+    done, doc = _verify(package)
+    assert done.returncode == 0, done.stdout + done.stderr
+    wrong = next(s for s in doc["submissions"] if s["verdict"] == "WA")
+    assert wrong["first_failure"] == {"test": "sample/1", "message": "4 and 1 do not sum to 4"}
+    assert all(s["as_promised"] for s in doc["submissions"])
