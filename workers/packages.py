@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +27,7 @@ JUDGE_ERROR = "J"  # a validator that failed: the judge's fault, never the conte
 NOT_RUN = "N"  # a test after the first failing one, in a chunk that stops there
 LETTERS = {Status.TLE: "T", Status.MLE: "L", Status.OLE: "O", Status.RE: "R"}
 MESSAGE_BYTES = 2048  # of a validator's judge message kept
+RUNS = "runs"  # under the sandbox's root: a folder per run, named by its worker's pid first
 
 
 @dataclass(frozen=True)
@@ -36,6 +38,14 @@ class Verdict:
     message: str
     cpu_seconds: float = 0.0
     peak_bytes: int = 0
+
+
+def sweep_runs() -> None:
+    """Remove the run folders of workers that are gone (killed in the middle of a run)."""
+    for folder in shared_folder(RUNS).iterdir():
+        pid = folder.name.split("-", 1)[0]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def run_chunk(runner: Runner, payload: RunPayload) -> tuple[str, str]:
@@ -62,7 +72,8 @@ def _judged(
 ) -> list[Verdict]:
     """A test's verdict (a verdict a case, for a game's test)."""
     folder, lang = program
-    with tempfile.TemporaryDirectory(prefix="gamebatch-pkg-", dir=shared_folder("runs")) as work:
+    runs = shared_folder(RUNS)
+    with tempfile.TemporaryDirectory(prefix=f"{os.getpid()}-", dir=runs) as work:
         place = Path(work)
         os.chmod(place, 0o711)
         given = _file(place / "input", test.input)

@@ -200,9 +200,16 @@ def _package_chunk(payload: RunPayload, policy: Policy) -> tuple[str, str]:
     """A problem package's run chunk: its letter and details."""
     if policy.judge is None:
         raise BadPayload("this process does not judge programs")
-    from workers.packages import run_chunk
+    from workers.packages import run_chunk, sweep_runs
 
-    return run_chunk(_judge_runner(policy.judge), payload)
+    runner = _judge_runner(policy.judge)
+    if not _SWEPT:  # once a process: what killed workers left
+        sweep_runs()
+        _SWEPT.append(True)
+    return run_chunk(runner, payload)
+
+
+_SWEPT: list[bool] = []
 
 
 _RUNNERS: dict[str, Runner] = {}

@@ -3,6 +3,7 @@ spec versions), the default output validator's flags, and verify's verdicts and 
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -188,3 +189,41 @@ def test_a_zipped_package_is_opened_and_a_hostile_zip_refused(tmp_path: Path) ->
         pass
     with pytest.raises(UsageError, match="neither"), package.opened(tmp_path / "pkg/problem.yaml"):
         pass
+
+
+def test_a_run_chunk_crosses_the_broker_as_json_and_a_malformed_one_is_refused() -> None:
+    from pipeline.data.messages import (
+        BadPayload,
+        ProgramFiles,
+        RunPayload,
+        RunTest,
+        decode_payload,
+    )
+
+    program = ProgramFiles("cpp", "g++ 12", "a.cpp", [("a.cpp", b"int main() {}\n\xff")])
+    payload = RunPayload(
+        problem="sum", file=3, mode="solve", program=program, limits=(1.0, 1 << 28, 1 << 23),
+        tests=[RunTest(b"4\n", b"0 4\n", ["float_tolerance", "1e-6"], 0)], stop=True,
+        checker="testlib",
+    )  # fmt: skip
+    assert decode_payload(payload.encode()) == payload
+    assert b"\xff" not in payload.encode()  # bytes travel as base64, never raw
+    broken = payload.encode().replace(b'"mode":"solve"', b'"mode":7')
+    with pytest.raises(BadPayload):
+        decode_payload(broken)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the sandbox's folders are root's")
+def test_run_folders_of_workers_that_are_gone_are_swept(tmp_path: Path) -> None:
+    from pipeline.judging.sandbox import shared_folder
+    from workers.packages import RUNS, sweep_runs
+
+    runs = shared_folder(RUNS)
+    gone, alive = runs / "999999999-left", runs / f"{os.getpid()}-running"
+    gone.mkdir(exist_ok=True)
+    alive.mkdir(exist_ok=True)
+    try:
+        sweep_runs()
+        assert not gone.exists() and alive.exists()
+    finally:
+        alive.rmdir()
