@@ -160,6 +160,7 @@ class LanguageSetting(Section, frozen=True):
     name: str = ""  # as reports show it
     codes: tuple[str, ...] = ()  # more names a contestant may give it (besides its key)
     shebang: str = ""  # a first line that picks it among the languages of its extension
+    entry_pattern: str = ""  # what names the entry file in the source (Java: public class)
     processes: Positive | None = None  # a run's processes and threads (None: 16)
     runtime_mb: Count = 0  # what the runtime holds besides the program's heap ({heap_mb})
     memory_errors: tuple[str, ...] = ()  # on standard error: the heap ran out (MLE, not RE)
@@ -169,11 +170,11 @@ class LanguageSetting(Section, frozen=True):
     package: str = ""  # the Debian package that brings it, for a worker that lacks it
 
     def __post_init__(self) -> None:
-        if self.shebang:
+        for name in ("shebang", "entry_pattern"):
             try:
-                re.compile(self.shebang)
+                re.compile(getattr(self, name))
             except re.error as exc:
-                raise SettingError(("shebang",), f"not a regular expression: {exc}") from None
+                raise SettingError((name,), f"not a regular expression: {exc}") from None
 
 
 def _languages() -> dict[str, LanguageSetting]:

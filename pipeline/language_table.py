@@ -65,6 +65,9 @@ LANGUAGES: dict[str, dict[str, Any]] = {
         "extensions": [".java"],
         "compile": ["/usr/bin/javac", "-encoding", "UTF-8", "-d", ".", "{file}"],
         "run": ["/usr/bin/java", *_JVM_FLAGS, "-cp", ".", "{stem}"],
+        # a public class must be in a file of its name: main.java holding `public class Main`
+        # is compiled as Main.java
+        "entry_pattern": r"(?m)^\s*public\s+(?:final\s+|abstract\s+)*class\s+(\w+)",
         "version": ["/usr/bin/javac", "-version"],
         "package": "default-jdk-headless",
         **_JVM,

@@ -69,6 +69,18 @@ def find_code(code: str, languages: dict[str, LanguageSetting]) -> str:
     raise NotJudged(f"no language is called {code.strip()[:40]!r} here (known: {known})")
 
 
+def entry_of(name: str, source: bytes, lang: LanguageSetting) -> str:
+    """The file name a source is compiled under: its own, or, for a language whose entry is
+    named by what it declares (Java: the public class), that name with the extension."""
+    if not lang.entry_pattern:
+        return name
+    found = re.search(lang.entry_pattern.encode(), source)
+    if found is None:
+        return name
+    named = found.group(1).decode("ascii", errors="replace") + "." + name.rsplit(".", 1)[-1]
+    return named if _NAME.match(named) else name
+
+
 def entry_name(name: str) -> str:
     """An entry file's name as the sandbox may be given it; ValueError if it is not one
     (a path, a hidden file, odd characters)."""

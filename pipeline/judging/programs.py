@@ -41,6 +41,12 @@ class Program:
     language: str
     code_file: Path | None = None  # the `language` file that named its language, if one did
     alone: bool = False  # a source file of its own in the programs folder (no folder)
+    entry: str = ""  # the name it is compiled under ("": its own)
+
+    @property
+    def entry_name(self) -> str:
+        """The file name it is compiled under: its own, or its public class's (Java)."""
+        return self.entry or self.source.name
 
     def files(self) -> list[tuple[Path, str]]:
         """Its files, each with its path under the programs folder."""
@@ -91,7 +97,10 @@ def _program(entry: Path, languages: dict[str, LanguageSetting]) -> Program:
         lang = languages[language]
         install = f"; apt-get install {lang.package}" if lang.package else ""
         raise NotJudged(f"not judged: no {lang.name or language} here ({made}{install})")
-    return Program(escape.file_name(entry.name), source, language, code_file, entry.is_file())
+    named = languages_of.entry_of(source.name, source.read_bytes(), languages[language])
+    return Program(
+        escape.file_name(entry.name), source, language, code_file, entry.is_file(), named
+    )
 
 
 def _entry_file(folder: Path, languages: dict[str, LanguageSetting]) -> tuple[Path, Path | None]:
@@ -153,7 +162,7 @@ def salt(settings: JudgeSettings, program: Program, *, lazy: bool = False) -> st
     """What a program's verdicts depend on besides its bytes and the answers (and whether
     its tests stop at their first failing case)."""
     lang = settings.languages[program.language]
-    made = f"{program.language}:{program.source.name}:{lang!r}:{toolchain(lang.version)}"
+    made = f"{program.language}:{program.entry_name}:{lang!r}:{toolchain(lang.version)}"
     return f"{JUDGING}:{made}:{limits_of(settings)!r}" + (":lazy" if lazy else "")
 
 
@@ -212,7 +221,7 @@ class Chunks:
             self.case_texts(output.test)[first:end],
             refused,
             self.lazy,
-            program.source.name,
+            program.entry_name,
         ).encode()
 
     def case_texts(self, test: Path) -> list[bytes]:

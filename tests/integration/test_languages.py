@@ -92,7 +92,8 @@ def test_every_language_is_judged_case_by_case(tmp_path: Path) -> None:
         for kind, text in kinds:
             folder = tmp_path / "progs" / f"{language}-{kind}"
             folder.mkdir(parents=True)
-            (folder / name).write_text(f"{text}\n{comment} {mark}\n")
+            target = "main.java" if language == "java" else name  # holds `public class Strgame`
+            (folder / target).write_text(f"{text}\n{comment} {mark}\n")
     done, doc = _grade(tmp_path)
     assert done.returncode == 1, done.stderr  # the bad ones
     verdicts = _verdicts(doc)

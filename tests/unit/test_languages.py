@@ -167,3 +167,13 @@ def test_every_language_is_installed_by_the_worker_image_and_ci() -> None:
         assert f" {lang.package} " in dockerfile.replace("\\\n", " "), name
         if lang.package not in ("g++", "gcc", "python3"):  # on every machine of this kind
             assert re.search(rf"[\s(]{re.escape(lang.package)}[\s)]", ci), name
+
+
+def test_a_java_source_is_compiled_under_its_public_class() -> None:
+    java = LANGUAGES["java"]
+    source = (
+        b"import java.util.*;\n\npublic final class Main {\n  public static void main() {}\n}\n"
+    )
+    assert languages.entry_of("main.java", source, java) == "Main.java"
+    assert languages.entry_of("Sol.java", b"class Sol {}\n", java) == "Sol.java"  # no public class
+    assert languages.entry_of("main.cpp", source, LANGUAGES["cpp"]) == "main.cpp"
