@@ -12,6 +12,7 @@ if TYPE_CHECKING:  # each workflow is loaded when it runs: a one-case solve load
     from pipeline.app.hack import Hacked, HackRequest
     from pipeline.app.jobs import JobsView, Queued, SubmitRequest
     from pipeline.app.judge import JudgeRequest
+    from pipeline.app.package_grade import PackageGraded, PackageGradeRequest
     from pipeline.app.solve import Report, Solved, SolveRequest
     from pipeline.app.verify import Verified, VerifyRequest
     from pipeline.config import Settings
@@ -29,6 +30,7 @@ class Backend(Protocol):
     def judge(self, request: JudgeRequest) -> Graded: ...
     def hack(self, request: HackRequest) -> Hacked: ...
     def verify(self, request: VerifyRequest) -> Verified: ...
+    def grade_package(self, request: PackageGradeRequest) -> PackageGraded: ...
 
 
 class OnCluster:
@@ -85,3 +87,8 @@ class OnCluster:
         from pipeline.app.verify import verify
 
         return verify(self.settings, request, self.report)
+
+    def grade_package(self, request: PackageGradeRequest) -> PackageGraded:
+        from pipeline.app.package_grade import grade_package
+
+        return grade_package(self.settings, request, self.report)

@@ -96,7 +96,7 @@ def verify(settings: Settings, request: VerifyRequest, report: Report) -> Verifi
         progress = ProgressBar("verify", enabled=not request.quiet)
         try:
             with cluster(settings) as c:
-                found = _verify_on(_Runs(c, pkg, progress), pkg, request.max_seconds)
+                found = _verify_on(PackageRuns(c, pkg, progress), pkg, request.max_seconds)
         finally:
             progress.close()
     if request.json is not None:
@@ -104,17 +104,17 @@ def verify(settings: Settings, request: VerifyRequest, report: Report) -> Verifi
     return found
 
 
-def _verify_on(runs: _Runs, pkg: Package, max_seconds: float) -> Verified:
+def _verify_on(runs: PackageRuns, pkg: Package, max_seconds: float) -> Verified:
     """Every run at once: the input checks, the accepted submissions (under the stated limit,
     or `max_seconds`), and the others under the lowest limit the accepted ones can give
     (the stated one, or a second: a derived limit is whole seconds) times the safety margin.
     Once the accepted runs give a higher limit, only the runs stopped at that lower cap run
     again: a run that ended under a cap ends the same under a higher one."""
-    margin, stops = pkg.limits.time_safety_margin, _stops(pkg.groups)
+    margin, stop = pkg.limits.time_safety_margin, stops(pkg.groups)
     others = [p for promise in PROMISED if promise != "accepted" for p in pkg.submissions[promise]]
     lowest = (pkg.limits.time_limit or 1.0) * margin
     found_others, accepted, inputs = runs.run(
-        runs.submissions(others, lowest, stop=stops),  # first: the long runs (TLE) start first
+        runs.submissions(others, lowest, stop=stop),  # first: the long runs (TLE) start first
         runs.submissions(pkg.submissions["accepted"], pkg.limits.time_limit or max_seconds),
         runs.input_checks(),
     )
@@ -122,7 +122,7 @@ def _verify_on(runs: _Runs, pkg: Package, max_seconds: float) -> Verified:
     time_limit = packages.derived_time_limit(pkg.limits, slowest)
     if time_limit * margin > lowest:
         capped = [p for p in others if any(r.letter == "T" for r in found_others.get(p.name, []))]
-        (again,) = runs.run(runs.submissions(capped, time_limit * margin, stop=stops))
+        (again,) = runs.run(runs.submissions(capped, time_limit * margin, stop=stop))
         found_others.update(again)
     return _concluded(pkg, time_limit, slowest, inputs, {**accepted, **found_others})
 
@@ -200,7 +200,7 @@ class _Plan:
     places: list[tuple[str, list[tuple[str, int]]]]
 
 
-class _Runs:
+class PackageRuns:
     """A package's runs on the cluster, planned, then run in one verdict job, each chunk kept
     by content."""
 
@@ -357,11 +357,11 @@ def _width(payload: RunPayload) -> int:
     return sum(max(test.cases, 1) for test in payload.tests)
 
 
-def _stops(group: Group) -> bool:
+def stops(group: Group) -> bool:
     """Whether every group stops at its first rejected test (the pass-fail default): then
     a submission's runs stop there too."""
     return group.config.get("on_reject", "break") == "break" and all(
-        _stops(item) for item in group.items if isinstance(item, Group)
+        stops(item) for item in group.items if isinstance(item, Group)
     )
 
 

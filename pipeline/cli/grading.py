@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 from pipeline import escape
 from pipeline.app.grade import GradeRequest, Reporting
@@ -19,6 +20,8 @@ from pipeline.grading.rules import Scoring
 
 def grade(front: Front) -> int:
     args = front.args
+    if Path(args.problem).is_dir() or args.problem.endswith(".zip"):  # a problem package
+        return _grade_package(front)
     problem = get_problem(args.problem)
     if args.programs is not None:
         return _judge(front, problem)
@@ -59,6 +62,24 @@ def _judge(front: Front, problem: Problem) -> int:
         reporting=_reporting(front, standings=True),
     )
     return front.backend.judge(request).status
+
+
+def _grade_package(front: Front) -> int:
+    """`grade -p PACKAGE --programs DIR`: programs judged by the package's tests and
+    validators."""
+    from pipeline.app.package_grade import PackageGradeRequest, summary
+
+    args = front.args
+    if args.programs is None or args.submissions is not None or args.files or args.tests:
+        raise UsageError("a problem package grades --programs DIR (its tests are its own)")
+    if args.junit or args.scoring or args.lazy or args.ignore_case:
+        raise UsageError("a package's grading writes --json and --scoreboard; its groups score")
+    request = PackageGradeRequest(
+        Path(args.problem), args.programs, limits(front), args.json, args.scoreboard, args.quiet
+    )
+    found = front.backend.grade_package(request)
+    sys.stdout.write("".join(line + "\n" for line in summary(found)))
+    return found.status
 
 
 def limits(front: Front) -> JudgeLimits:

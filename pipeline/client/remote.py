@@ -19,6 +19,7 @@ from pipeline.app.grade import Graded, GradeRequest, grade
 from pipeline.app.hack import Hacked, HackRequest
 from pipeline.app.jobs import JobsView, Queued, SubmitRequest
 from pipeline.app.judge import JudgeLimits, JudgeRequest
+from pipeline.app.package_grade import PackageGraded, PackageGradeRequest
 from pipeline.app.solve import Report, Solved, SolveRequest
 from pipeline.app.verify import Verified, VerifyRequest
 from pipeline.client.http import Client, RemoteInputError, ended_well
@@ -177,6 +178,10 @@ class OverHttp:
     def verify(self, request: VerifyRequest) -> Verified:
         """Not over HTTP yet: a package is verified on a cluster (docs/packages.md)."""
         raise UsageError("verify --server is not supported yet: verify on the cluster itself")
+
+    def grade_package(self, request: PackageGradeRequest) -> PackageGraded:
+        """Not over HTTP yet (docs/packages.md)."""
+        raise UsageError("grade -p PACKAGE --server is not supported yet: grade on the cluster")
 
     def hack(self, request: HackRequest) -> Hacked:
         """The programs (and tests) sent as one archive and searched by the server's

@@ -283,3 +283,33 @@ def test_a_testlib_checker_judges_by_its_own_convention(tmp_path: Path) -> None:
     wrong = next(s for s in doc["submissions"] if s["verdict"] == "WA")
     assert wrong["first_failure"] == {"test": "sample/1", "message": "4 and 1 do not sum to 4"}
     assert all(s["as_promised"] for s in doc["submissions"])
+
+
+def test_contestants_programs_are_graded_by_a_packages_tests_and_validator(
+    tmp_path: Path,
+) -> None:
+    """`grade -p PACKAGE --programs DIR`: the package's time limit (derived from its accepted
+    submissions), its own validator, a verdict and a scoreboard row per contestant."""
+    package = _sum_package(tmp_path / "sum")
+    mark = f"# {tmp_path.name} {os.getpid()}\n"
+    progs = _write(tmp_path / "progs", {
+        "alice/sol.py": "n = int(input())\nprint(n, 0)\n" + mark,
+        "bob/main.py": "n = int(input())\nprint(n + 1, 0)\n" + mark,
+        "carol.cpp": "#include <cstdio>\nint main() { long n; scanf(\"%ld\", &n);"
+        " printf(\"%ld %ld\\n\", n - n / 3, n / 3); }\n" + mark.replace("#", "//"),
+    })  # fmt: skip
+    report, board = tmp_path / "report.json", tmp_path / "board.csv"
+    where = ["-p", str(package), "--programs", str(progs)]
+    reports = ["--json", str(report), "--scoreboard", str(board)]
+    command = [sys.executable, "-m", "pipeline.cli", "grade", "-q", *where, *reports]
+    done = subprocess.run(command, capture_output=True, text=True, check=False, env=command_env())
+    assert done.returncode == 1, done.stdout + done.stderr  # bob is wrong
+    doc = json.loads(report.read_text())
+    assert doc["time_limit_from"] == "derived" and doc["time_limit"] >= 1
+    verdicts = {c["contestant"]: c["verdict"] for c in doc["contestants"]}
+    assert verdicts == {"alice": "AC", "carol.cpp": "AC", "bob": "WA"}
+    bob = next(c for c in doc["contestants"] if c["contestant"] == "bob")
+    assert bob["first_failure"] == {"test": "sample/1", "message": "['5', '0'] do not sum to 4"}
+    rows = board.read_text().splitlines()
+    assert rows[0].startswith("rank,contestant") and rows[-1].startswith("3,bob,python,WA")
+    assert "2 of 3 programs accepted" in done.stdout
