@@ -178,11 +178,7 @@ def as_json(found: PackageGraded) -> dict[str, Any]:
                 "first_failure": None
                 if s.result.failed is None
                 else {"test": s.result.failed.test, "message": s.result.failed.message},
-                "runs": [
-                    {"test": r.test, "verdict": r.letter, "seconds": r.seconds}
-                    | ({"cases": r.cases} if r.cases else {})
-                    for r in s.runs
-                ],
+                "runs": [r.as_json() for r in s.runs],
             }
             for s in found.standings
         ],

@@ -395,11 +395,7 @@ def as_json(found: Verified) -> dict[str, Any]:
                 else {"test": c.outcome.failed.test, "message": c.outcome.failed.message},
                 "slowest": c.outcome.slowest,
                 "note": c.note,
-                "runs": [
-                    {"test": r.test, "verdict": r.letter, "seconds": r.seconds}
-                    | ({"cases": r.cases} if r.cases else {})
-                    for r in c.runs
-                ],
+                "runs": [r.as_json() for r in c.runs],
             }
             for c in found.submissions
         ],

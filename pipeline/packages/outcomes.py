@@ -40,6 +40,11 @@ class Run:
     message: str = ""
     cases: str = ""  # a game's test: every case's letter
 
+    def as_json(self) -> dict[str, object]:
+        """The run as reports give it."""
+        shown: dict[str, object] = {"test": self.test, "verdict": self.letter}
+        return shown | {"seconds": self.seconds} | ({"cases": self.cases} if self.cases else {})
+
 
 @dataclass(frozen=True)
 class Outcome:
