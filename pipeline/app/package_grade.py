@@ -12,6 +12,8 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from xml.sax.saxutils import escape as xml_text
+from xml.sax.saxutils import quoteattr
 
 from pipeline import escape
 from pipeline.app.cluster import cluster
@@ -36,6 +38,7 @@ class PackageGradeRequest:
     limits: JudgeLimits = field(default_factory=JudgeLimits)
     json: Path | None = None
     scoreboard: Path | None = None
+    junit: Path | None = None
     quiet: bool = False
     max_seconds: float = 10.0  # accepted submissions' cap, where the limit is derived
 
@@ -92,6 +95,8 @@ def grade_package(
         atomic_write(request.json, json.dumps(as_json(found), indent=1) + "\n")
     if request.scoreboard is not None:
         atomic_write(request.scoreboard, scoreboard(found))
+    if request.junit is not None:
+        atomic_write(request.junit, junit(found))
     return found
 
 
@@ -192,7 +197,38 @@ def scoreboard(found: PackageGraded) -> str:
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(["rank", "contestant", "language", "verdict", "score", "tests_passed"])
     for rank, s in enumerate(found.standings, 1):
-        name = s.contestant if s.contestant[:1] not in "=+-@" else "'" + s.contestant
+        name = escape.csv_cell(s.contestant)
         passed = sum(r.letter == "A" for r in s.runs)
         writer.writerow([rank, name, s.language, s.result.verdict, f"{s.result.score:g}", passed])
     return out.getvalue()
+
+
+def _attr(text: str) -> str:
+    return quoteattr(escape.xml(text))
+
+
+def junit(found: PackageGraded) -> str:
+    """JUnit XML: a test suite per contestant (its score a property), a test case per test
+    it ran, a failure for each test not accepted."""
+    pkg = found.package
+    lines = ['<?xml version="1.0" encoding="utf-8"?>',
+             f"<testsuites name={_attr(f'gamebatch grade {pkg.name}')}>"]  # fmt: skip
+    for s in found.standings:
+        failures = sum(r.letter != "A" for r in s.runs)
+        lines.append(
+            f'  <testsuite name={_attr(s.contestant)} tests="{len(s.runs)}" failures="{failures}">'
+        )
+        lines.append(
+            f'    <properties><property name="verdict" value={_attr(s.result.verdict)}/>'
+            f' <property name="score" value="{s.result.score:g}"/></properties>'
+        )
+        for r in s.runs:
+            head = f"    <testcase name={_attr(r.test)} classname={_attr(s.contestant)}"
+            if r.letter == "A":
+                lines.append(f'{head} time="{r.seconds:.3f}"/>')
+                continue
+            said = f"{r.letter}: {r.message}" if r.message else r.letter
+            lines.append(f'{head} time="{r.seconds:.3f}"><failure message={_attr(said)}>'
+                         f"{xml_text(escape.xml(said))}</failure></testcase>")  # fmt: skip
+        lines.append("  </testsuite>")
+    return "\n".join([*lines, "</testsuites>"]) + "\n"

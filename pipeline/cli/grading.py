@@ -72,10 +72,16 @@ def _grade_package(front: Front) -> int:
     args = front.args
     if args.programs is None or args.submissions is not None or args.files or args.tests:
         raise UsageError("a problem package grades --programs DIR (its tests are its own)")
-    if args.junit or args.scoring or args.lazy or args.ignore_case:
-        raise UsageError("a package's grading writes --json and --scoreboard; its groups score")
+    if args.scoring or args.lazy or args.ignore_case:
+        raise UsageError("a package's groups score it: no --scoring, --lazy or --ignore-case")
     request = PackageGradeRequest(
-        Path(args.problem), args.programs, limits(front), args.json, args.scoreboard, args.quiet
+        Path(args.problem),
+        args.programs,
+        limits(front),
+        args.json,
+        args.scoreboard,
+        args.junit,
+        args.quiet,
     )
     found = front.backend.grade_package(request)
     sys.stdout.write("".join(line + "\n" for line in summary(found)))

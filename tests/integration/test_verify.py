@@ -300,7 +300,8 @@ def test_contestants_programs_are_graded_by_a_packages_tests_and_validator(
     })  # fmt: skip
     report, board = tmp_path / "report.json", tmp_path / "board.csv"
     where = ["-p", str(package), "--programs", str(progs)]
-    reports = ["--json", str(report), "--scoreboard", str(board)]
+    junit = tmp_path / "junit.xml"
+    reports = ["--json", str(report), "--scoreboard", str(board), "--junit", str(junit)]
     command = [sys.executable, "-m", "pipeline.cli", "grade", "-q", *where, *reports]
     done = subprocess.run(command, capture_output=True, text=True, check=False, env=command_env())
     assert done.returncode == 1, done.stdout + done.stderr  # bob is wrong
@@ -313,3 +314,9 @@ def test_contestants_programs_are_graded_by_a_packages_tests_and_validator(
     rows = board.read_text().splitlines()
     assert rows[0].startswith("rank,contestant") and rows[-1].startswith("3,bob,python,WA")
     assert "2 of 3 programs accepted" in done.stdout
+    import xml.etree.ElementTree as ET
+
+    suites = {suite.get("name"): suite for suite in ET.parse(junit).getroot()}
+    assert suites["bob"].get("failures") == "1" and suites["alice"].get("failures") == "0"
+    failure = suites["bob"].find("testcase/failure")
+    assert failure is not None and "do not sum to 4" in (failure.get("message") or "")
