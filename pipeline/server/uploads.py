@@ -132,6 +132,8 @@ async def _upload_in_place(
             raise ApiError(400, "the body's SHA-256 is not the one its Content-Digest announced")
     except BaseException:
         spool.mark(spool.broken(job_id))  # the runner's producer drops what it read
+        if not spool.input(job_id).exists():  # its run ended first (a stall): drop it here
+            spool.discard(spool.broken(job_id))
         await run_in_threadpool(service.records.forget, job_id)
         await run_in_threadpool(service.records.event, "refused", job_id, {})
         raise
