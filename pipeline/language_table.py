@@ -8,10 +8,17 @@ from typing import Any
 # In compile and run commands: {file} is the entry file's name, {stem} that name without its
 # extension, {memory_mb} a run's memory limit in MiB and {heap_mb} that less `runtime_mb`.
 _JVM_FLAGS = [
-    "-Dfile.encoding=UTF-8", "-XX:+UseSerialGC", "-Xss64m", "-Xms{heap_mb}m", "-Xmx{heap_mb}m",
-    "-XX:-UsePerfData", "-XX:+ExitOnOutOfMemoryError", "-XX:+DisplayVMOutputToStderr",
-    "-Xlog:disable", "-Xlog:all=warning:stderr",
-]  # fmt: skip
+    "-Dfile.encoding=UTF-8",
+    "-XX:+UseSerialGC",
+    "-Xss64m",
+    "-Xms{heap_mb}m",
+    "-Xmx{heap_mb}m",
+    "-XX:-UsePerfData",
+    "-XX:+ExitOnOutOfMemoryError",
+    "-XX:+DisplayVMOutputToStderr",
+    "-Xlog:disable",
+    "-Xlog:all=warning:stderr",
+]
 # what a JVM says on standard error when its heap, not the machine, ran out: MLE, not RE
 _JVM_MEMORY = ["java.lang.OutOfMemoryError: Java heap space", "GC overhead limit exceeded"]
 _JVM = {

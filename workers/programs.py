@@ -199,8 +199,9 @@ def run_batch(run: Running, cases: list[bytes]) -> Attempt:
         given, taken, said = (Path(private) / n for n in ("in", "out", "err"))
         given.write_bytes(b"%d\n" % len(cases) + b"".join(cases))
         with given.open("rb") as stdin, taken.open("wb") as stdout, said.open("w+b") as stderr:
-            ended = run.sandbox.run(argv, run.limits, run.binds(), stdin=stdin, stdout=stdout,
-                                    stderr=stderr)  # fmt: skip
+            ended = run.sandbox.run(
+                argv, run.limits, run.binds(), stdin=stdin, stdout=stdout, stderr=stderr
+            )
             if ended.status == Status.RE and _tail_says_out_of_memory(run.lang, stderr):
                 ended = dataclasses.replace(ended, status=Status.MLE)
         lines = output_lines(taken.read_bytes().split(b"\n")) if ended.status == Status.OK else []

@@ -180,9 +180,7 @@ def as_json(found: PackageGraded) -> dict[str, Any]:
                 "language": s.language,
                 "verdict": s.result.verdict,
                 "score": s.result.score if pkg.scoring else None,
-                "first_failure": None
-                if s.result.failed is None
-                else {"test": s.result.failed.test, "message": s.result.failed.message},
+                "first_failure": s.result.failure_json(),
                 "runs": [r.as_json() for r in s.runs],
             }
             for s in found.standings
@@ -211,8 +209,10 @@ def junit(found: PackageGraded) -> str:
     """JUnit XML: a test suite per contestant (its score a property), a test case per test
     it ran, a failure for each test not accepted."""
     pkg = found.package
-    lines = ['<?xml version="1.0" encoding="utf-8"?>',
-             f"<testsuites name={_attr(f'gamebatch grade {pkg.name}')}>"]  # fmt: skip
+    lines = [
+        '<?xml version="1.0" encoding="utf-8"?>',
+        f"<testsuites name={_attr(f'gamebatch grade {pkg.name}')}>",
+    ]
     for s in found.standings:
         failures = sum(r.letter != "A" for r in s.runs)
         lines.append(
@@ -228,7 +228,9 @@ def junit(found: PackageGraded) -> str:
                 lines.append(f'{head} time="{r.seconds:.3f}"/>')
                 continue
             said = f"{r.letter}: {r.message}" if r.message else r.letter
-            lines.append(f'{head} time="{r.seconds:.3f}"><failure message={_attr(said)}>'
-                         f"{xml_text(escape.xml(said))}</failure></testcase>")  # fmt: skip
+            lines.append(
+                f'{head} time="{r.seconds:.3f}"><failure message={_attr(said)}>'
+                f"{xml_text(escape.xml(said))}</failure></testcase>"
+            )
         lines.append("  </testsuite>")
     return "\n".join([*lines, "</testsuites>"]) + "\n"

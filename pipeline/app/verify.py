@@ -265,12 +265,18 @@ class PackageRuns:
             for group in groups:
                 plan.payloads.append(
                     RunPayload(
-                        problem=self.pkg.name, file=0, mode="solve", program=files,
-                        limits=self._limits(seconds), tests=[tests[n] for n in group],
-                        validator=checker, checker=self.pkg.checker, stop=stop,
+                        problem=self.pkg.name,
+                        file=0,
+                        mode="solve",
+                        program=files,
+                        limits=self._limits(seconds),
+                        tests=[tests[n] for n in group],
+                        validator=checker,
+                        checker=self.pkg.checker,
+                        stop=stop,
                         validation=validation,
                     )
-                )  # fmt: skip
+                )
                 plan.places.append((program.name, [(n, tests[n].cases) for n in group]))
         return plan
 
@@ -390,9 +396,7 @@ def as_json(found: Verified) -> dict[str, Any]:
                 "verdict": c.outcome.verdict,
                 "score": c.outcome.score if pkg.scoring else None,
                 "as_promised": c.kept,
-                "first_failure": None
-                if c.outcome.failed is None
-                else {"test": c.outcome.failed.test, "message": c.outcome.failed.message},
+                "first_failure": c.outcome.failure_json(),
                 "slowest": c.outcome.slowest,
                 "note": c.note,
                 "runs": [r.as_json() for r in c.runs],

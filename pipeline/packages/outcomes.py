@@ -11,9 +11,15 @@ from dataclasses import dataclass
 from pipeline.packages.package import Group
 
 NAMES = {
-    "A": "AC", "W": "WA", "T": "TLE", "L": "RTE", "O": "OLE", "R": "RTE", "C": "CE",
+    "A": "AC",
+    "W": "WA",
+    "T": "TLE",
+    "L": "RTE",
+    "O": "OLE",
+    "R": "RTE",
+    "C": "CE",
     "J": "JE",
-}  # fmt: skip  # the format counts a memory-limit overrun as a run-time error
+}  # the format counts a memory-limit overrun as a run-time error
 PROMISED = {
     "accepted": "AC",
     "partially_accepted": "AC",  # with less than the full score
@@ -55,6 +61,11 @@ class Outcome:
     score: float
     failed: Run | None
     slowest: float
+
+    def failure_json(self) -> dict[str, str] | None:
+        """The first failing run as reports give it."""
+        failed = self.failed
+        return None if failed is None else {"test": failed.test, "message": failed.message}
 
 
 def outcome(runs: list[Run], root: Group, time_limit: float | None) -> Outcome:
