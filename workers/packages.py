@@ -1,6 +1,7 @@
 """A problem package's chunk on a worker: a submission run on one test in the sandbox and its
 output validated (the default validator here, or the package's own in the sandbox, by the
-Kattis calling convention), or an input validator run on a test."""
+Kattis calling convention), an input validator run on a test, or a contestant's output file
+validated as it is."""
 
 from __future__ import annotations
 
@@ -48,16 +49,29 @@ def sweep_runs() -> None:
             shutil.rmtree(folder, ignore_errors=True)
 
 
-def run_chunk(runner: Runner, payload: RunPayload) -> tuple[str, str]:
+def needs_sandbox(payload: RunPayload) -> bool:
+    """Whether the chunk runs a program (a submission or a validator), not only the default
+    validator or a game's per-case comparison."""
+    return payload.mode != "output" or payload.validator is not None
+
+
+def run_chunk(runner: Runner | None, payload: RunPayload) -> tuple[str, str]:
     """The chunk's letters (one a test, or one a case of a game's test; N: not run after a
-    failure, with `stop`) and its details, as a judging chunk's."""
+    failure, with `stop`) and its details, as a judging chunk's; `runner` may be None for a
+    chunk that needs no sandbox."""
     found: list[list[Verdict]] = []
-    program = _built(runner, payload.program, payload.limits)
+    program: tuple[Path, LanguageSetting] | str | None = None
+    if payload.mode != "output":
+        if runner is None or payload.program is None:
+            raise BadPayload(f"a run of mode {payload.mode!r} without a program or a sandbox")
+        program = _built(runner, payload.program, payload.limits)
     for test in payload.tests:
         if payload.stop and found and any(v.letter != "A" for v in found[-1]):
             found.append(_spread(Verdict(NOT_RUN, ""), test))
         elif isinstance(program, str):
             found.append(_spread(Verdict("C", program if not found else ""), test))
+        elif program is None or runner is None:
+            found.append(_output_judged(runner, payload, test))
         else:
             found.append(_judged(runner, payload, program, test))
     flat = [v for test in found for v in test]
@@ -77,10 +91,10 @@ def _judged(
         place = Path(work)
         os.chmod(place, 0o711)
         given = _file(place / "input", test.input)
+        if payload.program is None or payload.mode not in ("solve", "input"):
+            raise BadPayload(f"a run of mode {payload.mode!r}")
         if payload.mode == "input":
             return [_input_validation(runner, payload, program, given, test.flags)]
-        if payload.mode != "solve":
-            raise BadPayload(f"a run of mode {payload.mode!r}")
         output = place / "output"
         limits = Limits(*payload.limits, processes=languages.processes(lang))
         argv = languages.commands(lang, payload.program.entry, limits.memory_bytes).run
@@ -93,6 +107,25 @@ def _judged(
             return _per_case(output.read_bytes(), test, run.cpu_seconds, run.peak_bytes)
         found = _validated(runner, payload, test, place, given, output)
         return [Verdict(found.letter, found.message, run.cpu_seconds, run.peak_bytes)]
+
+
+def _output_judged(runner: Runner | None, payload: RunPayload, test: RunTest) -> list[Verdict]:
+    """A contestant's output file's verdict (a verdict a case, for a game's test): no file is
+    a wrong answer."""
+    if test.output is None:
+        return _spread(Verdict("W", "no output file"), test)
+    if test.cases:
+        return _per_case(test.output, test, 0.0, 0)
+    if payload.validator is None:  # the default validator: nothing to run
+        return [_by_default_validator(test.output, test)]
+    if runner is None:
+        raise BadPayload("an output validator to run, and no sandbox")
+    with tempfile.TemporaryDirectory(prefix=f"{os.getpid()}-", dir=shared_folder(RUNS)) as work:
+        place = Path(work)
+        os.chmod(place, 0o711)
+        given = _file(place / "input", test.input)
+        output = _file(place / "output", test.output)
+        return [_validated(runner, payload, test, place, given, output)]
 
 
 def _spread(verdict: Verdict, test: RunTest) -> list[Verdict]:
@@ -127,12 +160,7 @@ def _validated(
 ) -> Verdict:
     """The output's verdict from the default validator, or the package's own."""
     if payload.validator is None:
-        try:
-            flags = default_validator.Flags.parse(test.flags)
-        except ValueError as exc:
-            return Verdict(JUDGE_ERROR, f"the default validator's flags: {exc}")
-        why = default_validator.validate(output.read_bytes(), test.answer, flags)
-        return Verdict("A" if why is None else "W", why or "")
+        return _by_default_validator(output.read_bytes(), test)
     checker = _built(runner, payload.validator, payload.validation)
     if isinstance(checker, str):
         return Verdict(JUDGE_ERROR, f"the output validator did not compile: {checker[:500]}")
@@ -157,6 +185,15 @@ def _validated(
     if run.status != Status.RE:
         return Verdict(JUDGE_ERROR, f"the output validator ran out of its limits ({run.detail})")
     return Verdict("A" if run.exit_code == ACCEPTED else "W", said)
+
+
+def _by_default_validator(output: bytes, test: RunTest) -> Verdict:
+    try:
+        flags = default_validator.Flags.parse(test.flags)
+    except ValueError as exc:
+        return Verdict(JUDGE_ERROR, f"the default validator's flags: {exc}")
+    why = default_validator.validate(output, test.answer, flags)
+    return Verdict("A" if why is None else "W", why or "")
 
 
 def _testlib(
@@ -189,7 +226,8 @@ def _input_validation(
     """A: the input validator accepts the test (exit 42), W: it rejects it, J: it failed."""
     folder, lang = program
     limits = Limits(*payload.limits, processes=languages.processes(lang))
-    argv = languages.commands(lang, payload.program.entry, limits.memory_bytes).run
+    entry = payload.program.entry if payload.program else ""
+    argv = languages.commands(lang, entry, limits.memory_bytes).run
     with tempfile.TemporaryFile() as said, given.open("rb") as stdin:
         run = runner.sandbox.run(
             [*argv, *flags], limits, _binds(folder, lang), stdin=stdin, stderr=said

@@ -198,9 +198,12 @@ def _check_chunk(
 
 def _package_chunk(payload: RunPayload, policy: Policy) -> tuple[str, str]:
     """A problem package's run chunk: its letter and details."""
+    from workers.packages import needs_sandbox, run_chunk, sweep_runs
+
+    if not needs_sandbox(payload):
+        return run_chunk(None, payload)
     if policy.judge is None:
         raise BadPayload("this process does not judge programs")
-    from workers.packages import run_chunk, sweep_runs
 
     runner = _judge_runner(policy.judge)
     if not _SWEPT:  # once a process: what killed workers left

@@ -1,7 +1,8 @@
-"""Judging contestants' programs against a problem package (`grade -p PACKAGE --programs
-DIR`): every program run on the package's tests on the workers, its output judged by the
-package's validator (or the default one), its verdict and score aggregated over the test
-groups as verify aggregates a submission's; a summary, a JSON report and a scoreboard."""
+"""Grading contestants against a problem package: their programs (`grade -p PACKAGE --programs
+DIR`) run on the package's tests on the workers, or their output files (`--submissions DIR`),
+each output judged by the package's validator (or the default one), the verdict and score
+aggregated over the test groups as verify aggregates a submission's; a summary, a JSON report,
+a scoreboard and JUnit."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import csv
 import dataclasses
 import io
 import json
+import stat
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,6 +25,8 @@ from pipeline.app.solve import Report
 from pipeline.app.verify import PackageRuns, stops
 from pipeline.config import Settings
 from pipeline.data.files import atomic_write
+from pipeline.grading.comparing import open_output
+from pipeline.grading.layout import contestant_folders
 from pipeline.judging.programs import Program, find_programs
 from pipeline.packages import package as packages
 from pipeline.packages.outcomes import Outcome, Run, outcome
@@ -31,16 +36,17 @@ from pipeline.progress import ProgressBar
 
 @dataclass(frozen=True)
 class PackageGradeRequest:
-    """`grade -p PACKAGE --programs DIR`."""
+    """`grade -p PACKAGE --programs DIR` (or `--submissions DIR`: output files)."""
 
     package: Path
-    programs: Path
+    programs: Path | None
     limits: JudgeLimits = field(default_factory=JudgeLimits)
     json: Path | None = None
     scoreboard: Path | None = None
     junit: Path | None = None
     quiet: bool = False
     max_seconds: float = 10.0  # accepted submissions' cap, where the limit is derived
+    submissions: Path | None = None  # CONTESTANT/TEST.out files, judged as they are
 
 
 @dataclass(frozen=True)
@@ -59,7 +65,7 @@ class PackageGraded:
 
     package: Package
     time_limit: float
-    how: str  # "given", "stated" or "derived"
+    how: str  # "given", "stated" or "derived"; "" for output files
     standings: list[Standing] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
@@ -81,13 +87,22 @@ def grade_package(
     languages = settings.judge.languages
     with packages.opened(request.package) as root:
         pkg = _limited(packages.read(root, languages), request.limits)
-        programs, notes = find_programs(request.programs, languages)
+        notes: list[str] = []
+        if request.programs is not None:
+            programs, notes = find_programs(request.programs, languages)
+        else:
+            assert request.submissions is not None
+            outputs = submitted_outputs(request.submissions, pkg, notes)
         for note in notes:
             report(f"warning: {escape.terminal(note)}")
-        progress = ProgressBar("judge", enabled=not request.quiet)
+        progress = ProgressBar("judge" if request.programs else "grade", enabled=not request.quiet)
         try:
             with cluster(settings) as c:
-                found = _graded(PackageRuns(c, pkg, progress), pkg, programs, request)
+                runs = PackageRuns(c, pkg, progress)
+                if request.programs is not None:
+                    found = _graded(runs, pkg, programs, request)
+                else:
+                    found = _outputs_graded(runs, pkg, outputs)
         finally:
             progress.close()
     found.notes = notes
@@ -135,6 +150,66 @@ def _graded(
     return graded
 
 
+def submitted_outputs(
+    folder: Path, pkg: Package, notes: list[str]
+) -> list[tuple[str, list[bytes | None]]]:
+    """Each contestant's output files, a folder each (`CONTESTANT/secret/g1/01.out`, or
+    `CONTESTANT/01.out` where no other test is named 01): None where a file is missing, a link
+    or not a regular file, or larger than the output limit (noted)."""
+    unique = Counter(Path(t.name).name for t in pkg.tests)
+    cap = pkg.limits.output_mb << 20
+    found = []
+    for contestant in contestant_folders(folder, notes):
+        outputs: list[bytes | None] = []
+        for test in pkg.tests:
+            places = [f"{test.name}.out"]
+            if unique[Path(test.name).name] == 1:
+                places.append(f"{Path(test.name).name}.out")
+            path = next((p for p in places if _plain_file(contestant, p)), None)
+            data = None if path is None else _read_capped(contestant / path, cap)
+            if path is not None and data is None:
+                shown = escape.file_name(f"{contestant.name}/{path}")
+                notes.append(f"{shown} is larger than the output limit: graded as no output")
+            outputs.append(data)
+        found.append((escape.file_name(contestant.name), outputs))
+    return found
+
+
+def _plain_file(folder: Path, relative: str) -> bool:
+    """Whether `folder/relative` is a regular file reached through real folders (no link on
+    the way)."""
+    place = folder
+    for part in Path(relative).parts:
+        place = place / part
+        try:
+            mode = place.lstat().st_mode
+        except OSError:
+            return False
+        if stat.S_ISLNK(mode):
+            return False
+    return stat.S_ISREG(mode)
+
+
+def _read_capped(path: Path, cap: int) -> bytes | None:
+    """The file's bytes, or None when it holds more than `cap`."""
+    with open_output(path) as stream:
+        data = stream.read(cap + 1)
+    return None if len(data) > cap else data
+
+
+def _outputs_graded(
+    runs: PackageRuns, pkg: Package, outputs: list[tuple[str, list[bytes | None]]]
+) -> PackageGraded:
+    """Every contestant's outputs judged as they are, in one job."""
+    (found,) = runs.run(runs.outputs(outputs))
+    graded = PackageGraded(pkg, 0.0, "")
+    for contestant, _ in outputs:
+        mine = found.get(contestant, [])
+        graded.standings.append(Standing(contestant, "", outcome(mine, pkg.groups, None), mine))
+    graded.standings.sort(key=lambda s: _rank_key(s, pkg.scoring))
+    return graded
+
+
 def _rank_key(standing: Standing, scoring: bool) -> tuple[float, bool, int, str]:
     """Higher scores first (scoring problems), then accepted ones, then more tests passed."""
     passed = sum(r.letter == "A" for r in standing.runs)
@@ -150,7 +225,8 @@ def _as_package_program(program: Program) -> PackageProgram:
 def summary(found: PackageGraded) -> list[str]:
     """The text summary, a line each."""
     pkg = found.package
-    lines = [f"{pkg.name}: {len(pkg.tests)} tests, time limit {found.time_limit:g} s ({found.how})"]
+    limit = f", time limit {found.time_limit:g} s ({found.how})" if found.how else ""
+    lines = [f"{pkg.name}: {len(pkg.tests)} tests{limit}"]
     for rank, s in enumerate(found.standings, 1):
         points = f" {s.result.score:g} points" if pkg.scoring else ""
         failed, where = s.result.failed, ""
@@ -159,7 +235,8 @@ def summary(found: PackageGraded) -> list[str]:
         said = f"{s.contestant}: {s.result.verdict}{points}{where}"
         lines.append(f"{rank:>4}. {escape.terminal(said)}")
     accepted = sum(s.result.verdict == "AC" for s in found.standings)
-    lines.append(f"{accepted} of {len(found.standings)} programs accepted")
+    what = "programs" if found.how else "contestants"
+    lines.append(f"{accepted} of {len(found.standings)} {what} accepted")
     return lines
 
 
@@ -171,8 +248,8 @@ def as_json(found: PackageGraded) -> dict[str, Any]:
         "version": 1,
         "package": pkg.name,
         "type": "scoring" if pkg.scoring else "pass-fail",
-        "time_limit": found.time_limit,
-        "time_limit_from": found.how,
+        "time_limit": found.time_limit if found.how else None,
+        "time_limit_from": found.how or None,  # None: output files were graded
         "tests": [t.name for t in pkg.tests],
         "contestants": [
             {

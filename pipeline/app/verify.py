@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from pipeline import escape
 from pipeline.app.cluster import Cluster, cluster
 from pipeline.app.solve import Report
@@ -280,6 +282,35 @@ class PackageRuns:
                 plan.places.append((program.name, [(n, tests[n].cases) for n in group]))
         return plan
 
+    def outputs(self, contestants: list[tuple[str, list[bytes | None]]]) -> _Plan:
+        """Each contestant's output files (one a test, None: no file) judged as they are, by
+        the package's validator or the default one: a chunk per contestant."""
+        checker = self._files(self.pkg.output_validator) if self.pkg.output_validator else None
+        tests = [self._test(t) for t in self.pkg.tests]
+        names = [(t.name, run.cases) for t, run in zip(self.pkg.tests, tests, strict=True)]
+        validation = self._limits(self.pkg.limits.validation_seconds, validation=True)
+        plan = _Plan([], [])
+        for name, outputs in contestants:
+            given = [
+                msgspec.structs.replace(test, output=output)
+                for test, output in zip(tests, outputs, strict=True)
+            ]
+            plan.payloads.append(
+                RunPayload(
+                    problem=self.pkg.name,
+                    file=0,
+                    mode="output",
+                    program=None,
+                    limits=validation,
+                    tests=given,
+                    validator=checker,
+                    checker=self.pkg.checker,
+                    validation=validation,
+                )
+            )
+            plan.places.append((name, names))
+        return plan
+
     def _test(self, test: PackageTest) -> RunTest:
         """A test as a run chunk carries it: a game's judged case by case (a line each of
         its answer), any other's by the output validator."""
@@ -315,7 +346,8 @@ class PackageRuns:
             self.progress.add_total(runs)
             return len(payloads), runs
 
-        job = VerdictJob("verify", "package", 1, len({p.program.entry for p in payloads}))
+        programs = {p.program.entry for p in payloads if p.program is not None}
+        job = VerdictJob("verify", "package", 1, len(programs))
         return list(verdicts(self.c, job, outputs, produce, self.progress))
 
     def _files(self, program: PackageProgram) -> ProgramFiles:
@@ -330,8 +362,6 @@ class PackageRuns:
 
 
 def _numbered(payload: RunPayload, n: int) -> RunPayload:
-    import msgspec
-
     return msgspec.structs.replace(payload, file=n)
 
 

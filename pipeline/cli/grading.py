@@ -65,15 +65,19 @@ def _judge(front: Front, problem: Problem) -> int:
 
 
 def _grade_package(front: Front) -> int:
-    """`grade -p PACKAGE --programs DIR`: programs judged by the package's tests and
-    validators."""
+    """`grade -p PACKAGE --programs DIR` (or `--submissions DIR`): programs judged, or output
+    files graded, by the package's tests and validators."""
     from pipeline.app.package_grade import PackageGradeRequest, summary
 
     args = front.args
-    if args.programs is None or args.submissions is not None or args.files or args.tests:
-        raise UsageError("a problem package grades --programs DIR (its tests are its own)")
+    if (args.programs is None) == (args.submissions is None) or args.files or args.tests:
+        raise UsageError(
+            "a problem package grades --programs DIR or --submissions DIR (its tests are its own)"
+        )
     if args.scoring or args.lazy or args.ignore_case:
         raise UsageError("a package's groups score it: no --scoring, --lazy or --ignore-case")
+    if args.submissions is not None and (args.time_limit or args.memory_limit):
+        raise UsageError("--time-limit and --memory-limit judge --programs, not output files")
     request = PackageGradeRequest(
         Path(args.problem),
         args.programs,
@@ -82,6 +86,7 @@ def _grade_package(front: Front) -> int:
         args.scoreboard,
         args.junit,
         args.quiet,
+        submissions=args.submissions,
     )
     found = front.backend.grade_package(request)
     sys.stdout.write("".join(line + "\n" for line in summary(found)))

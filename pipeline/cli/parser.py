@@ -190,7 +190,8 @@ def _grading_commands(sub: Any) -> None:
     p.add_argument(
         "--submissions",
         **DIR,
-        help="bulk: one folder of NAME.out files per contestant",
+        help="bulk: one folder of NAME.out files per contestant (with a package as -p:"
+        " TEST.out, e.g. secret/group1/01.out)",
     )
     p.add_argument(
         "--programs",

@@ -344,24 +344,27 @@ class ProgramFiles(msgspec.Struct, frozen=True):
 
 
 class RunTest(msgspec.Struct, frozen=True):
-    """One test of a run chunk: its input, its answer, the validator's flags for it."""
+    """One test of a run chunk: its input, its answer, the validator's flags for it (and the
+    output to judge, in mode "output")."""
 
     input: bytes
     answer: bytes = b""
     flags: list[str] = msgspec.field(default_factory=list)
     cases: int = 0  # a game's test: its cases, each judged by its own answer line
+    output: bytes | None = None  # mode "output": a contestant's (None: there was no file)
 
 
 class RunPayload(msgspec.Struct, frozen=True, kw_only=True):
     """A problem package's runs of one program on tests in order: run on each input and its
     output validated (mode "solve": by `validator`, or the default validator with the test's
-    flags), or the program is an input validator run on each input (mode "input"); with
-    `stop`, the tests after the first that fails are not run."""
+    flags), or the program is an input validator run on each input (mode "input"), or no
+    program: the tests' outputs are validated as they are (mode "output"); with `stop`, the
+    tests after the first that fails are not run."""
 
     problem: str  # the package's name, for the job's lines
     file: int  # the chunk's place in its job
     mode: str
-    program: ProgramFiles
+    program: ProgramFiles | None
     limits: tuple[float, int, int]  # CPU seconds, memory and output bytes of a run
     tests: list[RunTest]
     validator: ProgramFiles | None = None  # None: the default output validator

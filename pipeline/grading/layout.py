@@ -60,7 +60,7 @@ def bulk_layout(
     _check_folder("submissions", submissions_dir)
     notes: list[str] = []
     folders, present = [], bytearray()
-    for folder in _contestant_folders(submissions_dir, notes):
+    for folder in contestant_folders(submissions_dir, notes):
         contestant = escape.file_name(folder.name)
         folders.append((contestant, folder))
         kinds = _kinds(folder, [f"{test.path_stem}.out" for test in tests])
@@ -148,7 +148,7 @@ def _kinds(folder: Path, names: list[str]) -> list[int | None]:
     return kinds
 
 
-def _contestant_folders(submissions_dir: Path, notes: list[str]) -> list[Path]:
+def contestant_folders(submissions_dir: Path, notes: list[str]) -> list[Path]:
     """The real folders directly in `submissions_dir`, links noted and skipped."""
     folders, names = [], set()
     for entry in sorted(submissions_dir.iterdir()):

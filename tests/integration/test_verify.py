@@ -221,6 +221,21 @@ def test_an_exported_game_package_verifies_with_verdicts_per_case(
     expected = "".join("W" if word in ("Pure", "Snuke") else "A" for word in answers)
     assert first["cases"] == expected  # wrong exactly where the answer was changed
     assert any(t.startswith("secret/max") for t in doc["tests"])  # at the contest's limits
+    # the same test's answers as an output file, graded case by case with no program run
+    swapped = {"Pure": "Dirty", "Snuke": "Sothe"}
+    changed = "\n".join(swapped.get(word, word) for word in answers) + "\n"
+    _write(tmp_path, {"subs/eve/sample/1.out": changed})
+    report = tmp_path / "outputs.json"
+    where = ["-p", str(package), "--submissions", str(tmp_path / "subs"), "--json", str(report)]
+    graded = subprocess.run(
+        [sys.executable, "-m", "pipeline.cli", "grade", "-q", *where],
+        capture_output=True, text=True, check=False, env=command_env(),
+    )  # fmt: skip
+    assert graded.returncode == 1, graded.stdout + graded.stderr
+    (eve,) = json.loads(report.read_text())["contestants"]
+    sample = eve["runs"][0]
+    assert sample["test"] == "sample/1" and sample["cases"] == expected
+    assert [r["verdict"] for r in eve["runs"][1:]] == ["W"] * (len(eve["runs"]) - 1)  # no files
 
 
 TESTLIB_STUB = """#pragma once
@@ -320,3 +335,50 @@ def test_contestants_programs_are_graded_by_a_packages_tests_and_validator(
     assert suites["bob"].get("failures") == "1" and suites["alice"].get("failures") == "0"
     failure = suites["bob"].find("testcase/failure")
     assert failure is not None and "do not sum to 4" in (failure.get("message") or "")
+
+
+def test_contestants_output_files_are_graded_by_a_packages_own_validator(
+    tmp_path: Path,
+) -> None:
+    """`grade -p PACKAGE --submissions DIR`: output files by test path (or by a unique test
+    name), judged by the package's validator on the workers; a missing file, a link and a
+    file past the output limit are wrong, never followed or read."""
+    package = _sum_package(tmp_path / "sum")
+    subs = _write(tmp_path / "subs", {
+        "alice/sample/1.out": "1 3\n",  # right, by another right answer than the .ans file's
+        "alice/secret/big/1.out": "999999999 1\n",
+        "alice/zero.out": "0 0\n",  # by its unique name
+        "bob/sample/1.out": "2 2\n",
+        "bob/secret/big/1.out": "1 1\n",
+        "bob/secret/zero.out": "0 0\n",
+        "carol/sample/1.out": "4 0\n",
+    })  # fmt: skip
+    (subs / "carol" / "secret").mkdir()
+    (subs / "carol" / "secret" / "zero.out").symlink_to("/etc/passwd")
+    (subs / "dave").mkdir()
+    (subs / "dave" / "sample").symlink_to(subs / "alice" / "sample")  # a linked folder
+    report = tmp_path / "report.json"
+    command = [
+        sys.executable, "-m", "pipeline.cli", "grade", "-q", "-p", str(package),
+        "--submissions", str(subs), "--json", str(report),
+    ]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, check=False, env=command_env())
+    assert done.returncode == 1, done.stdout + done.stderr
+    doc = json.loads(report.read_text())
+    assert doc["time_limit"] is None and doc["tests"] == ["sample/1", "secret/big/1", "secret/zero"]
+    found = {c["contestant"]: c for c in doc["contestants"]}
+    assert {name: c["verdict"] for name, c in found.items()} == {
+        "alice": "AC", "bob": "WA", "carol": "WA", "dave": "WA",
+    }  # fmt: skip
+    assert found["bob"]["first_failure"] == {
+        "test": "secret/big/1", "message": "['1', '1'] do not sum to 1000000000",
+    }  # fmt: skip
+    carol = [r["verdict"] for r in found["carol"]["runs"]]
+    assert carol == ["A", "W", "W"]  # the linked file is no output, not /etc/passwd
+    assert found["dave"]["first_failure"] == {"test": "sample/1", "message": "no output file"}
+    assert "1 of 4 contestants accepted" in done.stdout
+    again = subprocess.run(command, capture_output=True, text=True, check=False, env=command_env())
+    assert (
+        again.returncode == 1
+        and json.loads(report.read_text())["contestants"] == doc["contestants"]
+    )
