@@ -4,6 +4,7 @@ the embedded default, and client mode's backend runs them on a server."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:  # each workflow is loaded when it runs: a one-case solve loads no grading
@@ -12,10 +13,18 @@ if TYPE_CHECKING:  # each workflow is loaded when it runs: a one-case solve load
     from pipeline.app.hack import Hacked, HackRequest
     from pipeline.app.jobs import JobsView, Queued, SubmitRequest
     from pipeline.app.judge import JudgeRequest
-    from pipeline.app.package_grade import PackageGraded, PackageGradeRequest
+    from pipeline.app.package_grade import PackageGradeRequest
     from pipeline.app.solve import Report, Solved, SolveRequest
-    from pipeline.app.verify import Verified, VerifyRequest
+    from pipeline.app.verify import VerifyRequest
     from pipeline.config import Settings
+
+
+@dataclass(frozen=True)
+class Concluded:
+    """A workflow's summary, a line each, and its exit status."""
+
+    lines: list[str]
+    status: int
 
 
 class Backend(Protocol):
@@ -29,8 +38,8 @@ class Backend(Protocol):
     def grade(self, request: GradeRequest) -> Graded: ...
     def judge(self, request: JudgeRequest) -> Graded: ...
     def hack(self, request: HackRequest) -> Hacked: ...
-    def verify(self, request: VerifyRequest) -> Verified: ...
-    def grade_package(self, request: PackageGradeRequest) -> PackageGraded: ...
+    def verify(self, request: VerifyRequest) -> Concluded: ...
+    def grade_package(self, request: PackageGradeRequest) -> Concluded: ...
 
 
 class OnCluster:
@@ -83,12 +92,14 @@ class OnCluster:
 
         return hack(self.settings, request, self.report)
 
-    def verify(self, request: VerifyRequest) -> Verified:
-        from pipeline.app.verify import verify
+    def verify(self, request: VerifyRequest) -> Concluded:
+        from pipeline.app.verify import summary, verify
 
-        return verify(self.settings, request, self.report)
+        found = verify(self.settings, request, self.report)
+        return Concluded(summary(found), 0 if found.ok else 1)
 
-    def grade_package(self, request: PackageGradeRequest) -> PackageGraded:
-        from pipeline.app.package_grade import grade_package
+    def grade_package(self, request: PackageGradeRequest) -> Concluded:
+        from pipeline.app.package_grade import grade_package, summary
 
-        return grade_package(self.settings, request, self.report)
+        found = grade_package(self.settings, request, self.report)
+        return Concluded(summary(found), found.status)

@@ -67,7 +67,7 @@ def _judge(front: Front, problem: Problem) -> int:
 def _grade_package(front: Front) -> int:
     """`grade -p PACKAGE --programs DIR` (or `--submissions DIR`): programs judged, or output
     files graded, by the package's tests and validators."""
-    from pipeline.app.package_grade import PackageGradeRequest, summary
+    from pipeline.app.package_grade import PackageGradeRequest
 
     args = front.args
     if (args.programs is None) == (args.submissions is None) or args.files or args.tests:
@@ -89,7 +89,7 @@ def _grade_package(front: Front) -> int:
         submissions=args.submissions,
     )
     found = front.backend.grade_package(request)
-    sys.stdout.write("".join(line + "\n" for line in summary(found)))
+    sys.stdout.write("".join(line + "\n" for line in found.lines))
     return found.status
 
 

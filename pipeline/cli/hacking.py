@@ -29,10 +29,10 @@ def hack(front: Front) -> int:
 
 
 def verify(front: Front) -> int:
-    from pipeline.app.verify import VerifyRequest, summary
+    from pipeline.app.verify import VerifyRequest
 
     args = front.args
     request = VerifyRequest(args.package, args.json, args.quiet, args.max_time)
     found = front.backend.verify(request)
-    sys.stdout.write("".join(line + "\n" for line in summary(found)))
-    return 0 if found.ok else 1
+    sys.stdout.write("".join(line + "\n" for line in found.lines))
+    return found.status

@@ -9,19 +9,20 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, BinaryIO, TextIO
+from typing import Any, TextIO
 
 import httpx
 
 from pipeline import escape
+from pipeline.app.backend import Concluded
 from pipeline.app.collect import Collected, CollectRequest
 from pipeline.app.grade import Graded, GradeRequest, grade
 from pipeline.app.hack import Hacked, HackRequest
 from pipeline.app.jobs import JobsView, Queued, SubmitRequest
 from pipeline.app.judge import JudgeLimits, JudgeRequest
-from pipeline.app.package_grade import PackageGraded, PackageGradeRequest
+from pipeline.app.package_grade import PackageGradeRequest
 from pipeline.app.solve import Report, Solved, SolveRequest
-from pipeline.app.verify import Verified, VerifyRequest
+from pipeline.app.verify import VerifyRequest
 from pipeline.client.http import Client, RemoteInputError, ended_well
 from pipeline.config import Settings
 from pipeline.data.files import atomic_write
@@ -33,6 +34,7 @@ from pipeline.grading.reports import REPORT_VERSION
 from pipeline.grading.rules import Test
 from pipeline.hacking.report import hacks_of
 from pipeline.jobs.view import EXTRAS, FIELDS
+from pipeline.packages import package as packages
 from pipeline.progress import ProgressBar
 from pipeline.store.jobstate import FINISHED
 
@@ -175,13 +177,53 @@ class OverHttp:
             client.close()
         return _graded(report, request.reporting.summary, prepared.notes)
 
-    def verify(self, request: VerifyRequest) -> Verified:
-        """Not over HTTP yet: a package is verified on a cluster (docs/packages.md)."""
-        raise UsageError("verify --server is not supported yet: verify on the cluster itself")
+    def verify(self, request: VerifyRequest) -> Concluded:
+        """The package sent as one archive and verified by the server's workers; its JSON
+        report written where asked."""
+        with packages.opened(request.package) as root:
+            packages.read(root, self._settings().judge.languages)  # refused here, not there
+            params = {"max_time": request.max_seconds}
+            return self._package_run(
+                "verifications", params, root, {}, {"report.json": request.json}
+            )
 
-    def grade_package(self, request: PackageGradeRequest) -> PackageGraded:
-        """Not over HTTP yet (docs/packages.md)."""
-        raise UsageError("grade -p PACKAGE --server is not supported yet: grade on the cluster")
+    def grade_package(self, request: PackageGradeRequest) -> Concluded:
+        """The package and the programs (or output files) sent as one archive, graded by the
+        server's workers; its reports written where asked."""
+        folders = {"progs": request.programs} if request.programs else {}
+        if request.submissions is not None:
+            folders["subs"] = request.submissions
+        params = {"max_time": request.max_seconds, **_limits(request.limits)}
+        reports = {
+            "report.json": request.json,
+            "scoreboard.csv": request.scoreboard,
+            "junit": request.junit,
+        }
+        with packages.opened(request.package) as root:
+            packages.read(root, self._settings().judge.languages)
+            return self._package_run("package-gradings", params, root, folders, reports)
+
+    def _package_run(
+        self,
+        route: str,
+        params: dict[str, Any],
+        root: Path,
+        folders: dict[str, Path],
+        reports: dict[str, Path | None],
+    ) -> Concluded:
+        client = self._client()
+        try:
+            fill = lambda tar: _pack_package(tar, root, folders)  # noqa: E731
+            found = _posted(client, route, params, fill)
+            for name, target in reports.items():
+                if target is not None:
+                    response = client.http.get(f"/v1/{route}/{found['id']}/{name}")
+                    response.raise_for_status()
+                    atomic_write(target, response.text)
+        finally:
+            client.close()
+        summary = found.get("summary") or {}
+        return Concluded(list(summary.get("lines", [])), 0 if summary.get("ok") else 1)
 
     def hack(self, request: HackRequest) -> Hacked:
         """The programs (and tests) sent as one archive and searched by the server's
@@ -243,8 +285,17 @@ def _run_archive(
 ) -> dict[str, Any]:
     """POST the tests and programs as one archive to /v1/ROUTE, and the grading (or hack
     search) once it is done (else one line saying how it ended)."""
+    return _posted(client, route, params, lambda tar: _pack(tar, tests, programs))
+
+
+def _posted(
+    client: Client, route: str, params: dict[str, Any], fill: Callable[[tarfile.TarFile], None]
+) -> dict[str, Any]:
+    """POST an archive that `fill` writes to /v1/ROUTE, and what it made once it is done
+    (else one line saying how it ended)."""
     with tempfile.TemporaryFile() as archive:
-        _pack(archive, tests, programs)
+        with tarfile.open(fileobj=archive, mode="w:gz") as tar:
+            fill(tar)
         archive.seek(0)
         found: dict[str, Any] = client.call(
             "POST",
@@ -255,23 +306,34 @@ def _run_archive(
         )
     found = _until_ended(client, found)
     if found["state"] != "done":
-        what = "hack search" if route == "hacks" else "grading"
+        what = {"hacks": "hack search", "verifications": "verification"}.get(route, "grading")
         raise GamebatchError(f"the {what} {found['state']}: {found.get('error', '')}")
     return found
 
 
-def _pack(archive: BinaryIO, tests: list[Any], programs: list[Any]) -> None:
+def _pack(tar: tarfile.TarFile, tests: list[Any], programs: list[Any]) -> None:
     """The bulk layout with progs/: tests/NAME.in (.ans), a problem package's as
     tests/sample/... and tests/secret/..., each program's files under progs/."""
-    with tarfile.open(fileobj=archive, mode="w:gz") as tar:
-        for test in tests:
-            stem = test.name if "/" in test.name else test.input.stem  # a package's keep
-            tar.add(test.input, f"tests/{stem}.in")  # their folders: names may repeat
-            if test.answers is not None:
-                tar.add(test.answers, f"tests/{stem}.ans")
-        for program in programs:
-            for path, name in program.files():
-                tar.add(path, f"progs/{name}")
+    for test in tests:
+        stem = test.name if "/" in test.name else test.input.stem  # a package's keep
+        tar.add(test.input, f"tests/{stem}.in")  # their folders: names may repeat
+        if test.answers is not None:
+            tar.add(test.answers, f"tests/{stem}.ans")
+    for program in programs:
+        for path, name in program.files():
+            tar.add(path, f"progs/{name}")
+
+
+def _pack_package(tar: tarfile.TarFile, root: Path, folders: dict[str, Path]) -> None:
+    """A package's regular files under package/, and each of `folders` (progs/, subs/)'s
+    under its name: links are not followed, hidden files left out."""
+    for name, where in {"package": root, **folders}.items():
+        for path in sorted(where.rglob("*")):
+            relative = path.relative_to(where)
+            if path.is_symlink() or not path.is_file():
+                continue
+            if not any(part.startswith(".") for part in relative.parts):
+                tar.add(path, f"{name}/{relative.as_posix()}", recursive=False)
 
 
 def _until_ended(client: Client, grading: dict[str, Any]) -> dict[str, Any]:

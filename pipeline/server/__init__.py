@@ -2,5 +2,5 @@
 gradings' and hack searches' routes and the page; its runners run the application layer's
 workflows. The command line is above it.
 
-Imports: app, hacking, grading, jobs, data, store, games, config, ground.
+Imports: app, hacking, packages, grading, jobs, data, store, games, config, ground.
 """

@@ -24,7 +24,7 @@ from starlette.routing import Route
 
 from pipeline.config import LANES, lane_queue
 from pipeline.games.registry import registry
-from pipeline.server import gradings, hacks, metrics, openapi
+from pipeline.server import gradings, hacks, metrics, openapi, packages
 from pipeline.server.auth import Caller, TokenBackend
 from pipeline.server.context import (
     ApiError,
@@ -76,6 +76,20 @@ def create_app(service: ServerState) -> Starlette:
         Route("/v1/hacks/{hack}", hacks.show, methods=["GET"]),
         Route("/v1/hacks/{grading}", gradings.cancel, methods=["DELETE"]),
         Route("/v1/hacks/{hack}/{report}", hacks.report, methods=["GET"]),
+        Route("/v1/verifications", packages.create_verification, methods=["POST"]),
+        Route("/v1/package-gradings", packages.create_grading, methods=["POST"]),
+        *(
+            Route(f"/v1/{route}/{{grading}}", handler, methods=[method])
+            for route in packages.ROUTES.values()
+            for handler, method in (
+                (packages.show, "GET"),
+                (gradings.cancel, "DELETE"),
+            )
+        ),
+        *(
+            Route(f"/v1/{route}/{{grading}}/{{report}}", packages.report, methods=["GET"])
+            for route in packages.ROUTES.values()
+        ),
     ]
     handlers = {HTTPException: _http_error, BodyStalled: _stalled, Exception: _internal_error}
     middleware = [Middleware(AuthenticationMiddleware, backend=TokenBackend(service.tokens))]
@@ -216,10 +230,17 @@ async def _list_gradings(service: ServerState, request: Request, caller: Caller)
     records = service.records.of_kind("grading")
     since = await run_in_threadpool(records.last_event)
     found, after = await run_in_threadpool(records.page, limit, before)
-    shown = [hacks.view(r) if "hack" in r else gradings.view(r) for r in found]
+    shown = [_view(r) for r in found]
     body: dict[str, Any] = {"gradings": shown, "events_since": since}
     body["next"] = f"/v1/gradings?limit={limit}&cursor={after!r}" if after is not None else None
     return JSONResponse(body)
+
+
+def _view(record: dict[str, str]) -> dict[str, Any]:
+    """A grading record as its kind shows it: a hack search, a package's, or a grading."""
+    if "hack" in record:
+        return hacks.view(record)
+    return packages.view(record) if "package" in record else gradings.view(record)
 
 
 @needs("submit")

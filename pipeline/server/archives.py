@@ -17,7 +17,7 @@ from typing import IO
 _BLOCK = 1 << 20
 _LAYOUT = (
     "tests/NAME.in, tests/NAME.ans, subs/CONTESTANT/NAME.out, progs/CONTESTANT/SOURCE"
-    " (and its `language` file) or progs/SOURCE, scoring.yaml"
+    " (and its `language` file) or progs/SOURCE, scoring.yaml; package/ (a problem package)"
 )
 
 
@@ -135,8 +135,10 @@ def _in_layout(parts: list[str]) -> bool:
         return True
     if len(parts) == 2 and parts[0] == "tests":
         return parts[1].endswith((".in", ".ans")) and not parts[1].startswith(".")
-    if len(parts) == 3 and parts[0] == "subs":
-        return parts[2].endswith(".out") and not parts[1].startswith(".")
+    if len(parts) >= 3 and parts[0] == "subs":  # deeper: a package's test paths
+        return parts[-1].endswith(".out") and not any(p.startswith(".") for p in parts[1:])
+    if len(parts) >= 2 and parts[0] == "package":  # a problem package, whole
+        return not any(part.startswith(".") for part in parts[1:])
     if len(parts) in (2, 3) and parts[0] == "progs":  # which are programs: judging/programs.py
         return not any(part.startswith(".") for part in parts[1:])
     return False

@@ -100,10 +100,15 @@ async def admit(
         problem = get_problem(params.get("problem", ""))
     except UsageError as exc:
         raise ApiError(400, str(exc)) from None
+    return params, problem, await room(service)
+
+
+async def room(service: ServerState) -> Records:
+    """The gradings' records, once there is room among the unfinished ones (503 otherwise)."""
     records = service.records.of_kind("grading")
     if await run_in_threadpool(records.pending_count) >= service.settings.server.max_pending_jobs:
         raise ApiError(503, "too many unfinished gradings; try again later", {"Retry-After": "5"})
-    return params, problem, records
+    return records
 
 
 @needs("submit")
@@ -269,7 +274,9 @@ def report_file(
     """A done grading's (or hack search's) report file by its route name, and its type."""
     if name not in reports:
         raise ApiError(404, f"no report {name!r} (reports: {', '.join(reports)})")
-    what = "hack search" if "hack" in record else "grading"
+    what = (
+        "hack search" if "hack" in record else "verification" if "package" in record else "grading"
+    )
     if record.get("state") != "done":
         raise ApiError(409, f"{what} {record.get('id')} is {record.get('state')}, not done")
     file_name, media = reports[name]

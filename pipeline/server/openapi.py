@@ -82,6 +82,70 @@ def _read(summary: str, responses: dict[str, Any], **extra: Any) -> dict[str, An
     return {"summary": summary, "responses": {"401": _ERROR, "403": _ERROR, **responses}, **extra}
 
 
+def _archive_post(summary: str, parameters: list[dict[str, Any]]) -> dict[str, Any]:
+    """A POST of an archive that makes a run: a grading record."""
+    return _read(
+        summary,
+        {
+            "201": {"description": "a new run"},
+            "200": {"description": "the same archive and parameters: that run"},
+            "400": _ERROR,
+            "408": _STALLED,
+            "413": _ERROR,
+            "422": _ERROR,
+            "503": _ERROR,
+        },
+        parameters=parameters,
+        requestBody={
+            "required": True,
+            "content": {
+                "application/octet-stream": {"schema": {"type": "string", "format": "binary"}}
+            },
+        },
+    )
+
+
+def _package_paths() -> dict[str, Any]:
+    """Verifications and package gradings: an archive of package/ (and progs/ or subs/)."""
+    paths: dict[str, Any] = {}
+    kinds = {
+        "verifications": (
+            "Verify a problem package (package/) as problemtools does",
+            ["report.json"],
+        ),
+        "package-gradings": (
+            "Grade programs (progs/) or output files (subs/) by a problem package (package/)",
+            ["report.json", "junit", "scoreboard.csv"],
+        ),
+    }
+    for route, (summary, reports) in kinds.items():
+        limits = () if route == "verifications" else ("time_limit", "memory_limit", "output_limit")
+        params = [
+            {"name": n, "in": "query", "required": False, "schema": {"type": "number"}}
+            for n in ("max_time", *limits)
+        ]
+        paths[f"/v1/{route}"] = {"post": _archive_post(summary, params)}
+        paths[f"/v1/{route}/{{grading}}"] = {
+            "parameters": [_path("grading")],
+            "get": _read(
+                "Its state, then its summary ({ok, lines}) and links to its reports",
+                {"200": {"description": "the run"}, "404": _ERROR},
+            ),
+            "delete": _read(
+                "Cancel it (its owner, or an admin)",
+                {"200": {"description": "cancelled"}, "404": _ERROR, "409": _ERROR},
+            ),
+        }
+        paths[f"/v1/{route}/{{grading}}/{{report}}"] = {
+            "parameters": [_path("grading"), _path("report", {"enum": reports})],
+            "get": _read(
+                "A report of a done run",
+                {"200": {"description": "the file"}, **_RANGED, "404": _ERROR, "409": _ERROR},
+            ),
+        }
+    return paths
+
+
 DOCUMENT: dict[str, Any] = {
     "openapi": "3.1.0",
     "info": {
@@ -344,6 +408,7 @@ DOCUMENT: dict[str, Any] = {
                 {"200": {"description": "the file"}, **_RANGED, "404": _ERROR, "409": _ERROR},
             ),
         },
+        **_package_paths(),
         "/v1/gradings/{grading}/cases/{test}/{number}": {
             "get": _read(
                 "The input of one case of a test, shortened",

@@ -26,6 +26,7 @@ from pipeline.server.auth import Tokens
 from pipeline.server.context import ServerState
 from pipeline.server.gradings import UNPACKING, GradingTask, folder
 from pipeline.server.hacks import HackTask
+from pipeline.server.packages import PackageTask
 from pipeline.server.retention import keep_sweeping
 from pipeline.server.runners import RunnerPool, Upload
 from pipeline.server.spool import Spool
@@ -211,6 +212,8 @@ def _resume_gradings(records: Records, spool: Spool, runners: RunnerPool) -> Non
             continue
         if "hack" in record:
             runners.submit(HackTask.of_record(grading_id, record))
+        elif "package" in record:
+            runners.submit(PackageTask.of_record(grading_id, record))
         else:
             runners.submit(GradingTask.of_record(grading_id, record))
 

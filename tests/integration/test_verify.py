@@ -10,10 +10,16 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
 
+from pipeline.local.redis_server import RedisServer
+from tests.conftest import Workers
 from tests.helpers import command_env
+from tests.integration.server import Server, wait_until_ended
+from tests.integration.test_judge import _tar_gz
 
 pytestmark = pytest.mark.skipif(
     os.geteuid() != 0, reason="the sandbox runs programs as other uids: it needs root"
@@ -382,3 +388,80 @@ def test_contestants_output_files_are_graded_by_a_packages_own_validator(
         again.returncode == 1
         and json.loads(report.read_text())["contestants"] == doc["contestants"]
     )
+
+
+def _through_the_api(http: httpx.Client, files: dict[str, bytes], subs: dict[str, bytes]) -> Any:
+    """The package verified, then the outputs graded, by the API; the verify report."""
+    bare = http.post("/v1/verifications", content=_tar_gz(subs))
+    assert bare.status_code == 422 and "package/" in bare.json()["error"]
+    slow = http.post("/v1/verifications", params={"max_time": "999"}, content=b"")
+    assert slow.status_code == 400 and "max_time" in slow.json()["error"]
+    created = http.post("/v1/verifications", content=_tar_gz(files))
+    assert created.status_code == 201, created.text
+    verification = created.json()["id"]
+    assert created.json()["kind"] == "verification" and created.json()["problem"] == "Any Sum"
+    ended = wait_until_ended(http, verification, 300, kind="verifications")
+    assert ended["state"] == "done" and ended["summary"]["ok"], ended
+    assert ended["summary"]["lines"][-1] == "verified: every check passed"
+    doc = http.get(f"/v1/verifications/{verification}/report.json").json()
+    assert doc["format"] == "gamebatch-verify" and doc["ok"]
+    again = http.post("/v1/verifications", content=_tar_gz(files))
+    assert again.status_code == 200 and again.json()["id"] == verification
+    graded = http.post("/v1/package-gradings", content=_tar_gz({**files, **subs}))
+    assert graded.status_code == 201, graded.text
+    grading = graded.json()["id"]
+    ended = wait_until_ended(http, grading, 120, kind="package-gradings")
+    assert ended["state"] == "done" and not ended["summary"]["ok"], ended
+    board = http.get(f"/v1/package-gradings/{grading}/scoreboard.csv").text
+    assert board.splitlines()[1].startswith("1,alice,")
+    paths = http.get("/v1/openapi.json").json()["paths"]
+    assert {"/v1/verifications", "/v1/package-gradings/{grading}/{report}"} <= set(paths)
+    listed = {g["id"]: g["kind"] for g in http.get("/v1/gradings").json()["gradings"]}
+    assert listed[verification] == "verification"
+    assert listed[grading] == "package-grading"
+    return doc
+
+
+def test_a_package_is_verified_and_graded_over_http(
+    tmp_path: Path, redis_server: RedisServer, workers: Workers
+) -> None:
+    """POST /v1/verifications with the package, POST /v1/package-gradings with it and the
+    contestants' output files: both run on the server's workers as records with their
+    reports, the same archive is the same run, and `verify --server` and `grade -p PACKAGE
+    --server` print what they print on a cluster."""
+    package = _sum_package(tmp_path / "sum", extra={"problem.yaml": "name: Any Sum\n"
+        "validation: custom\nlimits:\n  memory: 512\n  time_multiplier: 2\n"})  # fmt: skip
+    files = {
+        f"package/{p.relative_to(package).as_posix()}": p.read_bytes()
+        for p in sorted(package.rglob("*"))
+        if p.is_file()
+    }
+    subs = {"subs/alice/sample/1.out": b"2 2\n", "subs/bob/sample/1.out": b"5 0\n"}
+    workers.start(concurrency=2)
+    running = Server(tmp_path, redis_server.url).start()
+    token = ["--server", running.url, "--token-file", str(running.dir / "token")]
+    try:
+        with running.client() as http:
+            doc = _through_the_api(http, files, subs)
+        report = tmp_path / "client.json"
+        client = subprocess.run(
+            [sys.executable, "-m", "pipeline.cli", "verify", "-q", str(package),
+             "--json", str(report), *token],
+            capture_output=True, text=True, env=command_env(), check=False, timeout=300,
+        )  # fmt: skip
+        assert client.returncode == 0, client.stdout + client.stderr
+        assert "verified: every check passed" in client.stdout
+        assert json.loads(report.read_text())["submissions"] == doc["submissions"]
+        _write(tmp_path, {name: data.decode() for name, data in subs.items()})
+        client = subprocess.run(
+            [sys.executable, "-m", "pipeline.cli", "grade", "-q", "-p", str(package),
+             "--submissions", str(tmp_path / "subs"), "--json", str(report), *token],
+            capture_output=True, text=True, env=command_env(), check=False, timeout=300,
+        )  # fmt: skip
+    finally:
+        running.stop()
+    assert client.returncode == 1, client.stdout + client.stderr
+    assert "0 of 2 contestants accepted" in client.stdout  # alice has the sample's only
+    found = {c["contestant"]: c for c in json.loads(report.read_text())["contestants"]}
+    assert [r["verdict"] for r in found["alice"]["runs"]] == ["A", "W", "W"]
+    assert found["bob"]["first_failure"]["test"] == "sample/1"

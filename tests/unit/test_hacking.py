@@ -162,7 +162,8 @@ def test_a_problem_package_sent_to_a_server_keeps_its_folders(tmp_path: Path) ->
     (tmp_path / "data/secret/a/1.ans").write_text("Pure\n")
     tests = layout.tests_in(tmp_path)
     with (tmp_path / "sent.tgz").open("w+b") as archive:
-        _pack(archive, tests, [])
+        with tarfile.open(fileobj=archive, mode="w:gz") as packing:
+            _pack(packing, tests, [])
         archive.seek(0)
         with tarfile.open(fileobj=archive) as tar:
             names = sorted(tar.getnames())
