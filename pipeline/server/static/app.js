@@ -467,7 +467,7 @@ async function showRecent() {
 
 function showGradingState(grading) {
   const notes = grading.notes || [];
-  const what = grading.kind === "hack" ? "hack search" : "grading";
+  const what = { hack: "hack search", verification: "verification", "package-grading": "package grading" }[grading.kind] || "grading";
   const text = grading.state === "failed" ? `${what} failed: ${grading.error}` : `${what} ${grading.state}`;
   say("grade-message", text, grading.state !== "failed");
   const listed = [...$("recent").options].find((option) => option.value === grading.id);
@@ -489,7 +489,9 @@ function showGradingState(grading) {
 
 async function refreshGrading() {
   try {
-    const route = state.grading.startsWith("hack.") ? "hacks" : "gradings";
+    const route = state.grading.startsWith("hack.") ? "hacks"
+      : state.grading.startsWith("verify.") ? "verifications"
+        : state.grading.startsWith("grade.") ? "package-gradings" : "gradings";
     const response = await api(`/v1/${route}/${encodeURIComponent(state.grading)}`);
     const grading = await response.json();
     showGradingState(grading);
@@ -505,6 +507,17 @@ async function showReport(grading) {
     return;
   }
   $("hack").hidden = true;
+  if (grading.kind === "verification" || grading.kind === "package-grading") {
+    // a problem package's run: its summary lines (the reports are links above)
+    const lines = (grading.summary && grading.summary.lines) || [];
+    $("grading-notes").replaceChildren(...lines.map((line) => {
+      const item = document.createElement("li");
+      item.textContent = line;
+      return item;
+    }));
+    $("grading").hidden = true;
+    return;
+  }
   const report = await (await api(grading.links["report.json"])).json();
   state.report = report;
   renderScoreboard();
