@@ -58,6 +58,11 @@ def packages(data: Path, quick: bool) -> list[Row]:
     built = {"any-sum package (custom validator, 5 submissions)": _any_sum}
     if not quick:
         built["strgame package (exported, max tests, 5 submissions)"] = _strgame
+    examples = os.environ.get("PROBLEMTOOLS_EXAMPLES")  # problemtools' examples/, not ours
+    if examples and not quick:
+        built["problemtools' own `different` (custom validator, 10 submissions)"] = lambda root: (
+            _different(Path(examples), root)
+        )
     for name, build in built.items():
         root = build(Path(tempfile.mkdtemp(dir=data)))
         ours = _best(1 if quick else 3, root, _ours)
@@ -76,7 +81,7 @@ def _best(runs: int, root: Path, run: Callable[[Path], None]) -> float:
         copy = root.with_name(f"{root.name}{n}{time.time_ns()}")  # the format: [a-z0-9]+
         shutil.copytree(root, copy)
         for source in copy.rglob("*"):
-            if source.suffix in (".cpp", ".rs", ".py", ".c"):
+            if source.suffix in (".cpp", ".cc", ".rs", ".py", ".c", ".cs", ".js"):
                 mark = "#" if source.suffix == ".py" else "//"
                 source.write_text(source.read_text() + f"\n{mark} {copy.name}\n")
         start = time.perf_counter()
@@ -103,6 +108,25 @@ def _theirs(command: str, root: Path) -> None:
                           check=False)  # fmt: skip
     if " 0 errors" not in done.stdout + done.stderr:
         raise RuntimeError(f"verifyproblem failed: {(done.stdout + done.stderr)[-2000:]}")
+
+
+# what both run alike here: problemtools builds Java for release 21 and Go with gccgo, and the
+# rest of `different`'s languages have no compiler on this machine
+BOTH_RUN = (".c", ".cc", ".cs", ".js", ".rs")
+
+
+def _different(examples: Path, root: Path) -> Path:
+    """problemtools' example `different`, its submissions in languages both run alike (and
+    its py3 one), read from a problemtools checkout at run time: nothing of it is kept here."""
+    package = root / "different"
+    shutil.copytree(examples / "different", package)
+    shutil.rmtree(package / "submissions" / "slow_accepted", ignore_errors=True)  # not legacy
+    for source in list((package / "submissions").rglob("*")):
+        keep = source.suffix in BOTH_RUN or source.name.endswith("_py3.py")
+        if source.is_file() and not keep:
+            source.unlink()
+    shutil.rmtree(package / "submissions" / "accepted" / "prolog", ignore_errors=True)
+    return package
 
 
 def _write(root: Path, files: dict[str, str]) -> Path:

@@ -41,6 +41,7 @@ from pipeline.progress import ProgressBar
 
 VERIFYING = 1  # the version of how package runs are judged: part of every run's key
 INPUT_BATCH = 32  # tests an input validator checks in one chunk
+BATCH_BYTES, BATCH_TESTS = 256 << 10, 16  # a batch of a submission's tests, at most
 _AS_TEST = {"P": "W", "M": "W"}  # a game's case's letter as its test's
 NOT_RUN = "N"  # a test a chunk did not run: it stopped at an earlier failing one
 
@@ -113,13 +114,22 @@ def _verify_on(runs: PackageRuns, pkg: Package, max_seconds: float) -> Verified:
     Once the accepted runs give a higher limit, only the runs stopped at that lower cap run
     again: a run that ended under a cap ends the same under a higher one."""
     margin, stop = pkg.limits.time_safety_margin, stops(pkg.groups)
-    others = [p for promise in PROMISED if promise != "accepted" for p in pkg.submissions[promise]]
+    slow = pkg.submissions["time_limit_exceeded"]
+    apart = ("accepted", "time_limit_exceeded")
+    others = [
+        *slow,
+        *(p for promise in PROMISED if promise not in apart for p in pkg.submissions[promise]),
+    ]
     lowest = (pkg.limits.time_limit or 1.0) * margin
-    found_others, accepted, inputs = runs.run(
-        runs.submissions(others, lowest, stop=stop),  # first: the long runs (TLE) start first
-        runs.submissions(pkg.submissions["accepted"], pkg.limits.time_limit or max_seconds),
+    # the longest runs first (the TLE ones, then the input checks beside them): the others
+    # fill the other workers, and nothing long is left to start last
+    found_slow, inputs, found_rest, accepted = runs.run(
+        runs.submissions(slow, lowest, stop=stop),
         runs.input_checks(),
+        runs.submissions(others[len(slow) :], lowest, stop=stop),
+        runs.submissions(pkg.submissions["accepted"], pkg.limits.time_limit or max_seconds),
     )
+    found_others = {**found_slow, **found_rest}
     slowest = max((r.seconds for rs in accepted.values() for r in rs if r.letter == "A"), default=0)
     time_limit = packages.derived_time_limit(pkg.limits, slowest)
     if time_limit * margin > lowest:
@@ -254,17 +264,18 @@ class PackageRuns:
         self, programs: list[PackageProgram], seconds: float, *, stop: bool = False
     ) -> _Plan:
         """Every judged program of `programs` on the tests, under `seconds` of CPU: a chunk
-        per (program, test), or with `stop` one per program that stops at its first failing
-        test (the tests after it are not run, as the format's on_reject: break says)."""
+        per (program, batch of tests), or with `stop` one per program that stops at its first
+        failing test (the tests after it are not run, as the format's on_reject: break
+        says)."""
         checker = self._files(self.pkg.output_validator) if self.pkg.output_validator else None
         tests = {t.name: self._test(t) for t in self.pkg.tests}
         names = [t.name for t in self.pkg.tests]
-        groups = [names] if stop else [[name] for name in names]
+        groups = [names] if stop else _batches([(n, len(tests[n].input)) for n in names])
         plan = _Plan([], [])
         validation = self._limits(self.pkg.limits.validation_seconds, validation=True)
-        for program in (p for p in programs if not p.not_judged):
-            files = self._files(program)
-            for group in groups:
+        judged = [(p, self._files(p)) for p in programs if not p.not_judged]
+        for group in groups:  # a test for every program first: workers build several at once
+            for program, files in judged:
                 plan.payloads.append(
                     RunPayload(
                         problem=self.pkg.name,
@@ -359,6 +370,21 @@ class PackageRuns:
         limits = self.pkg.limits
         memory = limits.validation_memory_mb if validation else limits.memory_mb
         return (seconds, memory << 20, limits.output_mb << 20)
+
+
+def _batches(sizes: list[tuple[str, int]]) -> list[list[str]]:
+    """Tests (name, input bytes) in order, in batches of small ones: a chunk's start costs
+    more than a small test's run, and a large test is a chunk of its own (spread over the
+    workers)."""
+    batches: list[list[str]] = []
+    held = BATCH_BYTES + 1  # the bytes of the last batch: none open yet
+    for name, size in sizes:
+        if held + size > BATCH_BYTES or len(batches[-1]) >= BATCH_TESTS:
+            batches.append([])
+            held = 0
+        batches[-1].append(name)
+        held += size
+    return batches
 
 
 def _numbered(payload: RunPayload, n: int) -> RunPayload:
