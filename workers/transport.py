@@ -1,9 +1,18 @@
-"""kombu's Redis transport, except that a malformed message is dropped, not fatal.
+"""kombu's Redis transport, except that a malformed message is dropped, not fatal, and an
+acknowledgement that a failover lost frees the worker's prefetch slot all the same.
 
 kombu decodes a message's envelope (JSON) and body (base64) in the worker's event loop, where
 an exception ends the Celery worker ("Unrecoverable error"); anyone who can push one bad
 message onto a queue could stop every worker of a cluster, one after the other. Here the
 message, already taken off the queue, is logged and dropped, and the worker goes on.
+
+kombu's ack removes the message from Redis's unacked index, then from the channel's own count
+of delivered messages; when the first fails (the primary gone, or refusing writes while it is
+cut off from its replica), the second never happens, and once as many acks as the prefetch
+window have failed the channel takes no message again: the worker idles for ever beside a
+full queue (found by the partition bench, issue 43). Here the count is freed anyway; the
+message stays in the unacked index, is restored after the visibility timeout, and its chunk,
+answered by then, is a no-op.
 """
 
 from __future__ import annotations
@@ -15,6 +24,7 @@ from typing import Any
 import redis
 from kombu import transport as kombu_transport
 from kombu.transport import redis as kombu_redis
+from kombu.transport import virtual as kombu_virtual
 
 from pipeline.store.following import FollowingConnection
 
@@ -56,8 +66,28 @@ class _Tolerant:
             raise Empty() from None
 
 
+class QoS(kombu_redis.QoS):
+    """Acks and rejects that free the prefetch slot even when Redis does not take them."""
+
+    def ack(self, delivery_tag: Any) -> None:
+        try:
+            super().ack(delivery_tag)  # type: ignore[no-untyped-call]
+        except (redis.ConnectionError, redis.TimeoutError):
+            kombu_virtual.QoS.ack(self, delivery_tag)  # type: ignore[no-untyped-call]
+            raise  # Celery logs it ("Couldn't ack"), and goes on
+
+    def reject(self, delivery_tag: Any, requeue: bool = False) -> None:
+        try:
+            super().reject(delivery_tag, requeue)  # type: ignore[no-untyped-call]
+        except (redis.ConnectionError, redis.TimeoutError):
+            kombu_virtual.QoS.ack(self, delivery_tag)  # type: ignore[no-untyped-call]
+            raise
+
+
 class Channel(_Tolerant, kombu_redis.Channel):
     """kombu's Redis channel, tolerant."""
+
+    QoS = QoS
 
 
 class SentinelChannel(_Tolerant, kombu_redis.SentinelChannel):
@@ -72,6 +102,7 @@ class SentinelChannel(_Tolerant, kombu_redis.SentinelChannel):
     master_username: str | None = None
     master_password: str | None = None
     connection_class = FollowingConnection  # follows a failover on every reconnect
+    QoS = QoS
 
     def _connparams(self, asynchronous: bool = False) -> Any:
         params = super()._connparams(asynchronous)

@@ -11,11 +11,26 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
+from redis.exceptions import ConnectionError, ResponseError
 from redis.sentinel import SentinelManagedConnection
+
+NO_REPLICAS = "NOREPLICAS"  # a primary that takes no writes: too few replicas in sync
 
 
 class FollowingConnection(SentinelManagedConnection):
-    """A sentinel-managed connection whose every reconnect asks the sentinels first."""
+    """A sentinel-managed connection whose every reconnect asks the sentinels first, and for
+    which a primary that refuses writes for want of replicas (min-replicas-to-write: it is
+    cut off from them, or being replaced) is a lost connection, retried on whichever Redis
+    the sentinels name then: the write was not made."""
+
+    def read_response(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super().read_response(*args, **kwargs)
+        except ResponseError as exc:
+            if NO_REPLICAS not in str(exc) or not self.connection_pool.is_master:
+                raise
+            self.disconnect()  # type: ignore[no-untyped-call]
+            raise ConnectionError(f"the primary takes no writes now: {exc}") from None
 
     def connect_check_health(
         self, check_health: bool = True, retry_socket_connect: bool = True

@@ -33,7 +33,8 @@ _ANSWER_BATCH = 512  # chunks fetched per round trip by the collector
 REPLICA_WAIT_MS = 200  # how long stored answers wait for a replica to have them
 REPLICA_WAIT_TRIES = 5  # WAITs a write makes while a replica is online, only slow to answer
 ALONE_SECONDS = 10.0  # with no replica online, how long to store without asking for one
-FINISH_TRIES = 3  # writes of a job's done state that a failover may have lost
+FAILOVER_WINDOW = 60.0  # seconds a job's done state is written again until a replica has it
+REPLICATED, ALONE, UNACKNOWLEDGED = "replicated", "alone", "unacknowledged"  # after a write
 SWEEP_FURTHER = 500  # jobs a sweep looks at beyond the open set, in turn
 INVALID_KEPT_SECONDS = 24 * 3600  # a producer's own list of invalid cases, if it never ends
 
@@ -359,13 +360,20 @@ class JobStore:
         (a busy machine) is waited for again. Whether a replica said it has it."""
         if time.monotonic() < self._alone_until:
             return False
+        return self._replicated() == REPLICATED
+
+    def _replicated(self) -> str:
+        """REPLICATED when a replica said it has what was just written, ALONE when the
+        primary streams to none (nothing to wait for: its writes are as safe as they can
+        be), else UNACKNOWLEDGED: a replica is online to it but says nothing (slow, or cut
+        off from it: a partition, or a failover under way)."""
         for _ in range(REPLICA_WAIT_TRIES):
             if self.client.wait(1, REPLICA_WAIT_MS) >= 1:
-                return True
+                return REPLICATED
             if not self._a_replica_is_online():
                 self._alone_until = time.monotonic() + ALONE_SECONDS
-                return False
-        return False
+                return ALONE
+        return UNACKNOWLEDGED
 
     def _a_replica_is_online(self) -> bool:
         """Whether the primary streams its writes to a replica now (INFO's state=online)."""
@@ -504,21 +512,24 @@ class JobStore:
     # --- life cycle -------------------------------------------------------------------------
 
     def finish(self, job_id: str, ttl: int) -> None:
-        """Mark a collected job done and let its keys expire, in one transaction. On a Redis
-        watched by Sentinel that no replica acknowledged it on, it is checked on the primary
-        in force (a failover in between loses it: the job would stay complete, its keys
-        kept forever) and written again while that one still says complete."""
+        """Mark a collected job done and let its keys expire, in one transaction (idempotent).
+        On a Redis watched by Sentinel, until a replica has it (or the primary has none
+        online): a primary cut off from its replica (or paused, and replaced meanwhile) takes
+        the write and loses it when it is demoted, so an unacknowledged write is made again
+        on whichever Redis the sentinels name after a reconnect, for up to FAILOVER_WINDOW
+        seconds."""
         finished = {"state": JobState.DONE.value, "finished": f"{self.now():.6f}"}
-        for _ in range(FINISH_TRIES):
+        deadline = time.monotonic() + FAILOVER_WINDOW
+        while True:
             with self.client.pipeline() as pipe:
                 pipe.hset(keys.job(job_id), mapping=finished)
                 self._expire_in(pipe, job_id, ttl)
                 pipe.execute()
-            if not self.replicated or self._wait_for_a_replica():
+            if not self.replicated or time.monotonic() >= deadline:
                 return
-            found = self.progress(job_id)
-            if found is None or found.state != JobState.COMPLETE:
-                return  # still done; or its answers are gone too (a re-run solves them again)
+            if self._replicated() != UNACKNOWLEDGED:
+                return
+            self.client.connection_pool.disconnect()  # the next write asks the sentinels
 
     @staticmethod
     def _expire_in(pipe: Any, job_id: str, ttl: int) -> None:
