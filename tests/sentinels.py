@@ -22,6 +22,9 @@ MASTER = "gamebatch"
 # the failover soak then lost "done" writes acknowledged on the primary it left (issue 43).
 DOWN_AFTER_MS = int(os.environ.get("SENTINEL_TEST_DOWN_AFTER_MS", "3000"))  # default: 30000
 FAILOVER_TIMEOUT_MS = max(5000, 2 * DOWN_AFTER_MS)
+# as the shipped configurations set them (docker-compose.sentinel.yml): a primary cut off
+# from its replica for 10 s takes no more writes that it would lose once demoted
+MIN_REPLICAS = "min-replicas-to-write 1\nmin-replicas-max-lag 10\n"
 
 
 class Sentinels:
@@ -34,7 +37,7 @@ class Sentinels:
             root / "primary",
             appendonly=True,
             password=self.password,
-            extra=f"masterauth {self.password}\n",
+            extra=f"masterauth {self.password}\n{MIN_REPLICAS}",
         )
         self.replica = RedisServer(root / "replica", appendonly=True, password=self.password)
         self.ports = [free_port() for _ in range(3)]
@@ -43,7 +46,7 @@ class Sentinels:
     def start(self) -> Sentinels:
         self.primary.start()
         self.replica.extra = (
-            f"replicaof 127.0.0.1 {self.primary.port}\nmasterauth {self.password}\n"
+            f"replicaof 127.0.0.1 {self.primary.port}\nmasterauth {self.password}\n{MIN_REPLICAS}"
         )
         self.replica.start()
         for n, port in enumerate(self.ports):
@@ -157,6 +160,6 @@ class Sentinels:
             assert time.monotonic() < deadline, "no failover"
             time.sleep(0.1)
         took = time.monotonic() - killed
-        old.extra = f"replicaof 127.0.0.1 {new.port}\nmasterauth {self.password}\n"
+        old.extra = f"replicaof 127.0.0.1 {new.port}\nmasterauth {self.password}\n{MIN_REPLICAS}"
         old.start()
         return took

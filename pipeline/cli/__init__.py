@@ -13,6 +13,7 @@ import io
 import os
 import signal
 import sys
+import traceback
 from collections.abc import Callable, Sequence
 
 from pipeline.cli.front import Front, err
@@ -93,6 +94,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if type(exc).__module__.split(".")[0] not in ("redis", "kombu"):
             raise
         # redis-py and kombu name the host and port in their messages, never the password
+        if os.environ.get("GAMEBATCH_DEBUG"):  # where it came from, for whoever diagnoses
+            traceback.print_exc()
         err(f"error: {_redis_error(exc)}")
         return 1
     except KeyboardInterrupt:

@@ -71,7 +71,9 @@ def sweep(store: Store, send: Send, settings: Settings) -> int:
 
     Re-queues the chunks whose lease expired without answers and, in a job with no answers
     for `stall_seconds` while no message waits and no worker holds any of its chunks, every
-    chunk still waiting. Returns how many chunks were queued.
+    chunk still waiting; removes a job idle that long while still producing with no producer
+    holding it (its producer died: no collector could finish it). Returns how many chunks
+    were queued.
     """
     sent, now = 0, store.now()
     candidates = store.sweep_candidates()
@@ -80,15 +82,14 @@ def sweep(store: Store, send: Send, settings: Settings) -> int:
         if progress is None or progress.state not in (JobState.PRODUCING, JobState.RUNNING):
             finished.append(job_id)
             continue
+        last = progress.answered or progress.started or progress.created
+        idle = last is not None and now - last > settings.stall_seconds
+        if progress.state == JobState.PRODUCING and idle and store.abandon_production(job_id, ""):
+            finished.append(job_id)  # an orphan: its producer died; a re-run produces it anew
+            continue
         unfinished.append(job_id)
         indexes = set(store.abandoned(job_id))
-        last = progress.answered or progress.started or progress.created
-        if (
-            last is not None
-            and now - last > settings.stall_seconds
-            and queued_messages(store, settings) == 0
-            and not store.leased(job_id)
-        ):
+        if idle and queued_messages(store, settings) == 0 and not store.leased(job_id):
             indexes.update(store.unleased(job_id))
         for index in sorted(indexes):
             send(job_id, index)

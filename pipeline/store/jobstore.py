@@ -179,10 +179,13 @@ class JobStore:
         args: list[str | int] = [token, verb, max(int(seconds * 1000), 1)]
         return int(self._producer(keys=[keys.producer(job_id)], args=args)) == 1
 
-    def abandon_production(self, job_id: str, token: str) -> None:
+    def abandon_production(self, job_id: str, token: str) -> bool:
         """Give the job up as its producer: a job whose chunk plan is not final is removed
-        with all it holds; one that another run produced keeps its answers."""
-        self.client.delete(keys.invalid(job_id, token))
+        with all it holds; one that another run produced keeps its answers. With no `token`,
+        remove an orphan (still producing, and no producer holds it). Whether it was
+        removed."""
+        if token:
+            self.client.delete(keys.invalid(job_id, token))
         keys_ = [
             keys.producer(job_id),
             keys.job(job_id),
@@ -190,8 +193,10 @@ class JobStore:
             keys.OPEN_JOBS,
             *keys.per_chunk(job_id),
         ]
-        if int(self._abandon(keys=keys_, args=[token, job_id])) == 1:
-            self._delete_chunks(job_id)
+        if int(self._abandon(keys=keys_, args=[token, job_id])) != 1:
+            return False
+        self._delete_chunks(job_id)
+        return True
 
     def set_state(self, job_id: str, state: JobState) -> None:
         """Change the recorded state."""
@@ -358,15 +363,15 @@ class JobStore:
         task is acknowledged); a primary with none online (after a failover, or while its
         replica syncs) is not waited on at every chunk, but a replica only slow to answer
         (a busy machine) is waited for again. Whether a replica said it has it."""
-        if time.monotonic() < self._alone_until:
-            return False
         return self._replicated() == REPLICATED
 
     def _replicated(self) -> str:
         """REPLICATED when a replica said it has what was just written, ALONE when the
         primary streams to none (nothing to wait for: its writes are as safe as they can
-        be), else UNACKNOWLEDGED: a replica is online to it but says nothing (slow, or cut
-        off from it: a partition, or a failover under way)."""
+        be; not asked again for ALONE_SECONDS), else UNACKNOWLEDGED: a replica is online to
+        it but says nothing (slow, or cut off from it: a partition, or a failover under way)."""
+        if time.monotonic() < self._alone_until:
+            return ALONE
         for _ in range(REPLICA_WAIT_TRIES):
             if self.client.wait(1, REPLICA_WAIT_MS) >= 1:
                 return REPLICATED
@@ -513,11 +518,12 @@ class JobStore:
 
     def finish(self, job_id: str, ttl: int) -> None:
         """Mark a collected job done and let its keys expire, in one transaction (idempotent).
-        On a Redis watched by Sentinel, until a replica has it (or the primary has none
-        online): a primary cut off from its replica (or paused, and replaced meanwhile) takes
-        the write and loses it when it is demoted, so an unacknowledged write is made again
-        on whichever Redis the sentinels name after a reconnect, for up to FAILOVER_WINDOW
-        seconds."""
+        On a Redis watched by Sentinel, until a replica has it: a primary cut off from its
+        replica (or paused, and replaced meanwhile) takes the write and loses it when it is
+        demoted, so an unacknowledged write is made again on whichever Redis the sentinels
+        name after a reconnect, for up to FAILOVER_WINDOW seconds; with no replica online,
+        the primary the sentinels name then is asked, and the write made again while it says
+        the job is complete (a failover lost it)."""
         finished = {"state": JobState.DONE.value, "finished": f"{self.now():.6f}"}
         deadline = time.monotonic() + FAILOVER_WINDOW
         while True:
@@ -525,11 +531,17 @@ class JobStore:
                 pipe.hset(keys.job(job_id), mapping=finished)
                 self._expire_in(pipe, job_id, ttl)
                 pipe.execute()
-            if not self.replicated or time.monotonic() >= deadline:
+            if not self.replicated:
                 return
-            if self._replicated() != UNACKNOWLEDGED:
+            said = self._replicated()
+            if said == REPLICATED or time.monotonic() >= deadline:
                 return
-            self.client.connection_pool.disconnect()  # the next write asks the sentinels
+            self.client.connection_pool.disconnect()  # what follows asks the sentinels
+            if said == UNACKNOWLEDGED:
+                continue  # cut off from its replica, or being replaced: its reads are no proof
+            found = self.progress(job_id)  # the primary in force (with no replica online)
+            if found is None or found.state != JobState.COMPLETE:
+                return  # done there; or its answers are gone too (a re-run solves them again)
 
     @staticmethod
     def _expire_in(pipe: Any, job_id: str, ttl: int) -> None:

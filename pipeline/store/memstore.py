@@ -142,14 +142,19 @@ class MemoryStore:
         if self._producer(job_id) == token:
             del self._producers[job_id]
 
-    def abandon_production(self, job_id: str, token: str) -> None:
-        """Give the job up: removed if its plan is not final (see JobStore)."""
-        if self._producer(job_id) != token:
-            return
-        self.release_production(job_id, token)
+    def abandon_production(self, job_id: str, token: str) -> bool:
+        """Give the job up: removed if its plan is not final (see JobStore); with no token,
+        an orphan that no producer holds. Whether it was removed."""
+        holder = self._producer(job_id)
+        if (holder is not None) if not token else (holder != token):
+            return False
+        if holder is not None:
+            self.release_production(job_id, token)
         job = self._live(job_id)
-        if job is not None and job.manifest.get("state") == JobState.PRODUCING.value:
-            self.delete(job_id)
+        if job is None or job.manifest.get("state") != JobState.PRODUCING.value:
+            return False
+        self.delete(job_id)
+        return True
 
     def set_state(self, job_id: str, state: JobState) -> None:
         """Change the recorded state."""

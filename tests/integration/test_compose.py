@@ -171,22 +171,26 @@ def _minimal(command: str) -> list[str]:
     }[command]
 
 
-def test_the_sentinel_file_has_a_replica_three_sentinels_and_follows_them(
+def test_the_sentinel_file_has_two_replicas_three_sentinels_and_follows_them(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     doc = yaml.safe_load((ROOT / "docker-compose.sentinel.yml").read_text())
     services = doc["services"]
     sentinels = [name for name in services if name.startswith("sentinel-")]
-    assert len(sentinels) == 3 and "redis-replica" in services
-    for name in [*sentinels, "redis-replica"]:
+    assert len(sentinels) == 3 and {"redis-replica", "redis-replica-2"} <= set(services)
+    for name in [*sentinels, "redis-replica", "redis-replica-2"]:
         assert "ports" not in services[name], f"{name} publishes a port"
     for name in sentinels:
         script = " ".join(services[name]["command"])
         assert "sentinel monitor gamebatch redis 6379 2" in script  # 2 of 3 must agree
         assert "requirepass $$SENTINEL_PASSWORD" in script and "auth-pass gamebatch" in script
-    replica = " ".join(services["redis-replica"]["command"])
-    assert "--replicaof redis 6379" in replica and "--requirepass" in replica
+    for name in ("redis-replica", "redis-replica-2"):
+        replica = " ".join(services[name]["command"])
+        assert "--replicaof redis 6379" in replica and "--requirepass" in replica
     assert "--masterauth" in " ".join(services["redis"]["command"])  # it may become a replica
+    for name in ("redis", "redis-replica", "redis-replica-2"):  # each may be the primary
+        command = " ".join(services[name]["command"])
+        assert "--min-replicas-to-write 1 --min-replicas-max-lag 10" in command, name
     for name in ("worker", "flower", "api", "cli"):
         env = services[name]["environment"]
         for variable in (

@@ -173,6 +173,21 @@ def test_cancel_and_delete(store: tuple[Store, Advance]) -> None:
     assert s.finish_production(JOB, 1, 1) is None and s.manifest(JOB) is None  # nothing made
 
 
+def test_an_orphan_production_is_removed_only_when_no_producer_holds_it(
+    store: tuple[Store, Advance],
+) -> None:
+    s, advance = store
+    s.open_job(JOB, {"problem": "strgame"})
+    assert s.claim_production(JOB, "p1", 1)
+    s.put_chunk(JOB, 0, b"payload")
+    assert not s.abandon_production(JOB, "")  # its producer holds it
+    advance(1.2)  # the claim lapsed: the producer died
+    assert s.abandon_production(JOB, "") and s.manifest(JOB) is None and s.jobs() == []
+    s.open_job(JOB, {"problem": "strgame"})
+    s.finish_production(JOB, 0, 0)  # a final plan: never an orphan
+    assert not s.abandon_production(JOB, "") and s.manifest(JOB) is not None
+
+
 def test_sweep_claims_and_tables(store: tuple[Store, Advance]) -> None:
     s, advance = store
     assert s.claim_sweep("a", 1) and not s.claim_sweep("b", 1)

@@ -30,12 +30,11 @@ from pipeline.local.redis_server import redis_server_binary
 from pipeline.store import keys
 from pipeline.store.jobstate import JobState
 from tests.partition.net import Host, Net
+from tests.sentinels import MIN_REPLICAS  # the shipped configurations'
 
 MASTER = "gamebatch"
 PORT, SENTINEL_PORT = 6379, 26379
 DOWN_AFTER_MS, FAILOVER_TIMEOUT_MS = 2000, 6000
-# the shipped configurations' (docker-compose.sentinel.yml, docs/operations.md)
-MIN_REPLICAS = "min-replicas-to-write 1\nmin-replicas-max-lag 10\n"
 FAULTS = ("partition", "pause", "lagging replica", "two failovers")
 CLIENT_ENV = {
     "GAMEBATCH_LEASE_SECONDS": "3",
@@ -43,6 +42,7 @@ CLIENT_ENV = {
     "GAMEBATCH_CHUNK__TARGET_WORK": "20000",
     "GAMEBATCH_WARM_SECONDS": "0",
     "GAMEBATCH_FAILOVER_SECONDS": "60",
+    "GAMEBATCH_DEBUG": "1",  # a solve that fails leaves its traceback in its log
 }
 SOLVE_SECONDS = 120  # a solve still running this long after the faults healed is stuck
 

@@ -127,3 +127,24 @@ def test_the_sweep_recovers_a_job_whose_messages_were_lost_before_any_chunk_star
     assert sweep(store, lambda j, i: sent.append(i), SETTINGS) == 0
     clock.advance(2)  # a minute since the job was opened, with nothing to show for it
     assert sweep(store, lambda j, i: sent.append(i), SETTINGS) == 2 and sorted(sent) == [0, 1]
+
+
+def test_the_sweep_removes_a_job_whose_producer_died_while_it_produced() -> None:
+    """A job still producing whose producer's claim lapsed (the producer died) is removed once
+    it has been idle for stall_seconds: no collector could ever finish it, and a re-run
+    produces it anew. One whose producer still holds it is left alone."""
+    clock = FakeClock()
+    store = MemoryStore(clock)
+    other = "strgame-" + "c" * 24
+    for job_id, token, seconds in ((JOB, "dead", 30.0), (other, "alive", 1000.0)):
+        store.open_job(job_id, {"problem": "strgame"})
+        assert store.claim_production(job_id, token, seconds)
+        store.put_chunk(job_id, 0, b"payload")
+    sent: list[int] = []
+    clock.advance(45)  # the claim lapsed, but the job has not been idle a minute yet
+    sweep(store, lambda j, i: sent.append(i), SETTINGS)
+    assert store.manifest(JOB) is not None
+    clock.advance(20)
+    sweep(store, lambda j, i: sent.append(i), SETTINGS)
+    assert store.manifest(JOB) is None and JOB not in store.jobs()
+    assert store.manifest(other) is not None and other in store.jobs()  # its producer lives

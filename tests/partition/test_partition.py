@@ -1,0 +1,32 @@
+"""The partition bench (bench.py): short in the default run (one run of a partition and one of
+a paused primary), every fault GAMEBATCH_PARTITION_RUNS times when that is set (the long
+mode: 20 runs of each fault, about 40 minutes)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.partition.bench import FAULTS, bench, table
+from tests.partition.net import Net
+
+RUNS = int(os.environ.get("GAMEBATCH_PARTITION_RUNS", "0"))
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(not Net.available(), reason="needs root and network namespaces"),
+]
+
+
+def test_no_acknowledged_solve_is_lost_through_partitions_and_pauses(tmp_path: Path) -> None:
+    faults = FAULTS if RUNS else ("partition", "pause")
+    tallies = bench(tmp_path, RUNS or 1, faults, seed=4300)
+    lines = table(tallies) + [f"{f}: {n}" for f, t in tallies.items() for n in t.notes]
+    print("\n" + "\n".join(lines))
+    for fault, tally in tallies.items():
+        assert tally.acknowledged >= 2 * tally.runs, lines  # the clients got work done
+        assert tally.clean, lines  # nothing lost, wrong or stuck
+        if fault == "two failovers":
+            assert tally.longest <= 40, lines  # collected within 40 s of the first pause
