@@ -17,7 +17,8 @@ from pipeline.urls import SentinelUrl, is_remote, is_sentinel, with_settings
 
 ENV_PREFIX = "GAMEBATCH_"
 CONFIG_ENV = "GAMEBATCH_CONFIG"
-NOT_SETTINGS = (CONFIG_ENV, "GAMEBATCH_SERVER", "GAMEBATCH_TOKEN")  # client mode's own
+DEBUG_ENV = "GAMEBATCH_DEBUG"  # set: a Redis error's traceback too, for whoever diagnoses
+NOT_SETTINGS = (CONFIG_ENV, "GAMEBATCH_SERVER", "GAMEBATCH_TOKEN", DEBUG_ENV)  # not settings
 
 # msgspec validates settings: its import and classes cost a few ms where pydantic's cost
 # 100-150 ms of every command's start (a one-case solve took 0.37 s, --help 0.08 s)

@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 
 from pipeline.cli.front import Front, err
 from pipeline.cli.parser import parser
+from pipeline.config import DEBUG_ENV
 from pipeline.errors import GamebatchError
 
 # command -> (module of this package, handler): a command loads only its own family's code
@@ -94,7 +95,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if type(exc).__module__.split(".")[0] not in ("redis", "kombu"):
             raise
         # redis-py and kombu name the host and port in their messages, never the password
-        if os.environ.get("GAMEBATCH_DEBUG"):  # where it came from, for whoever diagnoses
+        if os.environ.get(DEBUG_ENV):  # where it came from, for whoever diagnoses
             traceback.print_exc()
         err(f"error: {_redis_error(exc)}")
         return 1
