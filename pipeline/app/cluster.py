@@ -109,7 +109,7 @@ def cluster(
         # its Redis may be restarting, or its primary failing over, right now
         for url in settings.shard_urls:
             JobStore.wait_for(url, _note, timeout=settings.failover_seconds)
-        store = open_store(settings, command=True)
+        store = open_store(settings, command=True, said=_warn)
         check: Callable[[], None] = lambda: None  # noqa: E731
         if watch:
             fresh = settings.lease_seconds  # a live worker says so every lease/3 seconds
@@ -149,6 +149,10 @@ def cluster(
 
 def _note(line: str) -> None:
     print(f"gamebatch: note: {line}", file=sys.stderr, flush=True)
+
+
+def _warn(line: str) -> None:
+    print(f"gamebatch: warning: {line}", file=sys.stderr, flush=True)
 
 
 def workers_alive(c: Cluster) -> list[str]:

@@ -51,6 +51,7 @@ class Front:
             workers=getattr(args, "workers", None),
             producers=getattr(args, "producers", None),
             wait_for_workers=getattr(args, "wait_for_workers", None),
+            failover_seconds=getattr(args, "failover_seconds", None),
         )
         if need_broker and not settings.broker_url:
             raise UsageError(

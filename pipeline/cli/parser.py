@@ -72,6 +72,13 @@ def _follow_options(p: argparse.ArgumentParser) -> None:
         help="on a broker where no worker is seen for this long, give up (exit status 3);"
         " default: wait, saying so after 5 s",
     )
+    p.add_argument(
+        "--failover-seconds",
+        type=float,
+        metavar="SECONDS",
+        help="how long to wait for a Redis out of reach (restarting, failing over, cut off),"
+        " saying so once, before giving up (default 60, or GAMEBATCH_FAILOVER_SECONDS)",
+    )
     p.add_argument("-q", "--quiet", action="store_true", help="no progress display")
     _server_options(p)
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Callable
 from functools import cache
 from importlib import resources
-from typing import Any
+from typing import Any, TypeVar
 
 import redis
 from redis.backoff import ExponentialBackoff
@@ -17,6 +18,7 @@ from redis.sentinel import Sentinel
 from pipeline.store.following import FollowingConnection, async_following_connection
 from pipeline.urls import SentinelUrl, is_sentinel
 
+T = TypeVar("T")
 CLIENT_NAME = "gamebatch-cli"
 # A primary the sentinels may replace can vanish without closing its connections (its host
 # gone, or frozen): a read on such a connection waits out the socket timeout before the
@@ -36,17 +38,51 @@ def this_process() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-def connect(url: str, name: str = "gamebatch-worker") -> redis.Redis:
+class PatientRetry(Retry):
+    """redis-py's retries with backoff (at most 2 s apart) for about `patience` seconds, that
+    say once, through `said`, that Redis is lost and how long they go on."""
+
+    def __init__(self, patience: float, said: Callable[[str], None] | None = None) -> None:
+        super().__init__(ExponentialBackoff(cap=2.0, base=0.05), int(patience / 2) + 6)
+        self.patience, self.said = patience, said
+
+    def call_with_retry(
+        self,
+        do: Callable[[], T],
+        fail: Callable[..., Any],
+        is_retryable: Callable[[Exception], bool] | None = None,
+        with_failure_count: bool = False,
+    ) -> T:
+        told = False
+
+        def failed(error: Exception, *count: int) -> Any:
+            nonlocal told
+            if self.said is not None and not told:
+                told = True
+                self.said(f"Redis is out of reach ({error}); trying again for {self.patience:g} s")
+            return fail(error, *count)
+
+        return super().call_with_retry(do, failed, is_retryable, with_failure_count)
+
+
+def connect(
+    url: str,
+    name: str = "gamebatch-worker",
+    *,
+    patience: float = 70.0,
+    said: Callable[[str], None] | None = None,
+) -> redis.Redis:
     """A client for a broker URL (`redis://`, `rediss://`, `unix://`).
 
-    Commands are retried with backoff for about a minute, so that a Redis restart does not
-    end a producer, a collector or a task.
+    Commands are retried with backoff for about `patience` seconds (a command's is its
+    `failover_seconds`), so that a Redis restart or a failover does not end a producer, a
+    collector or a task; `said` hears once when a command starts being retried.
     """
     options: dict[str, Any] = {
         "socket_timeout": 30,
         "socket_connect_timeout": 5,
         "health_check_interval": 30,
-        "retry": Retry(ExponentialBackoff(cap=2.0, base=0.05), 40),
+        "retry": PatientRetry(patience, said),
         "retry_on_error": [redis.ConnectionError, redis.TimeoutError],
         "client_name": f"{name}-{os.getpid()}",
     }

@@ -106,10 +106,18 @@ class JobStore:
         close(self.client)
 
     @classmethod
-    def from_url(cls, url: str, *, command: bool = False) -> JobStore:
-        """A store on the Redis at `url`; `command`: for a gamebatch command (not a worker)."""
+    def from_url(
+        cls,
+        url: str,
+        *,
+        command: bool = False,
+        patience: float = 70.0,
+        said: Callable[[str], None] | None = None,
+    ) -> JobStore:
+        """A store on the Redis at `url`; `command`: for a gamebatch command (not a worker),
+        which retries a lost Redis for `patience` seconds, saying so through `said`."""
         name = CLIENT_NAME if command else "gamebatch-worker"
-        return cls(connect(url, name), replicated=is_sentinel(url))
+        return cls(connect(url, name, patience=patience, said=said), replicated=is_sentinel(url))
 
     # --- manifest -----------------------------------------------------------------------
 

@@ -4,7 +4,7 @@ hashes to (rendezvous hashing), or the one that already holds it."""
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from pipeline.config import Settings
@@ -212,9 +212,14 @@ class ShardedStore:
             store.close()
 
 
-def open_store(settings: Settings, *, command: bool = False) -> JobStore | ShardedStore:
-    """The store of the settings' Redis: one JobStore, or a ShardedStore with shards."""
-    urls = settings.shard_urls
-    if len(urls) == 1:
-        return JobStore.from_url(urls[0], command=command)
-    return ShardedStore([JobStore.from_url(url, command=command) for url in urls])
+def open_store(
+    settings: Settings, *, command: bool = False, said: Callable[[str], None] | None = None
+) -> JobStore | ShardedStore:
+    """The store of the settings' Redis: one JobStore, or a ShardedStore with shards. A
+    command's retries a lost Redis for `failover_seconds`, saying so through `said`."""
+    patience = settings.failover_seconds if command else 70.0
+    stores = [
+        JobStore.from_url(url, command=command, patience=patience, said=said)
+        for url in settings.shard_urls
+    ]
+    return stores[0] if len(stores) == 1 else ShardedStore(stores)

@@ -10,8 +10,9 @@ import pytest
 from tests.conftest import compile_reference
 from tests.soak.soak import WorkerHost, run
 
-SECONDS = float(os.environ.get("GAMEBATCH_SOAK_SECONDS", "10"))
-SEED = int(os.environ.get("GAMEBATCH_SOAK_SEED", "20261201"))
+# taken out of the environment: what the soak's processes read as settings must be settings
+SECONDS = float(os.environ.pop("GAMEBATCH_SOAK_SECONDS", "10"))
+SEED = int(os.environ.pop("GAMEBATCH_SOAK_SEED", "20261201"))
 
 
 @pytest.fixture(scope="module")

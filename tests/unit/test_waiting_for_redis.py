@@ -37,3 +37,34 @@ def test_a_port_that_cuts_every_connection_is_reported_at_once(
 ) -> None:
     with pytest.raises(redis.ConnectionError, match="reset by peer"):
         _answers(monkeypatch, [RESET, RESET])
+
+
+def test_a_command_says_once_that_redis_is_lost_and_retries_as_long_as_it_is_told() -> None:
+    from redis.backoff import NoBackoff
+
+    from pipeline.store.connections import PatientRetry
+
+    said: list[str] = []
+    retry = PatientRetry(4.0, said.append)
+    retry._backoff = NoBackoff()  # no sleeping between tries here
+    calls: list[int] = []
+
+    def flaky() -> str:
+        calls.append(1)
+        if len(calls) < 4:
+            raise redis.ConnectionError("Connection refused")
+        return "ok"
+
+    assert retry.call_with_retry(flaky, lambda error: None) == "ok" and len(calls) == 4
+    assert said == ["Redis is out of reach (Connection refused); trying again for 4 s"]
+    never: list[int] = []
+
+    def gone() -> str:
+        never.append(1)
+        raise redis.ConnectionError("Connection refused")
+
+    quiet = PatientRetry(4.0)
+    quiet._backoff = NoBackoff()
+    with pytest.raises(redis.ConnectionError):
+        quiet.call_with_retry(gone, lambda error: None)
+    assert len(never) == int(4.0 / 2) + 6 + 1  # its retries, then it gives up
