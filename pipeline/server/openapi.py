@@ -83,7 +83,7 @@ def _read(summary: str, responses: dict[str, Any], **extra: Any) -> dict[str, An
 
 
 def _archive_post(summary: str, parameters: list[dict[str, Any]]) -> dict[str, Any]:
-    """A POST of an archive that makes a run: a grading record."""
+    """A POST of an archive that makes a run (a grading record: a search, a verification)."""
     return _read(
         summary,
         {
@@ -352,19 +352,10 @@ DOCUMENT: dict[str, Any] = {
             ),
         },
         "/v1/hacks": {
-            "post": _read(
+            "post": _archive_post(
                 "Search each program of an archive (progs/, tests/ optional) for an input it"
                 " gets wrong",
-                {
-                    "201": {"description": "a new search"},
-                    "200": {"description": "the same archive and parameters: that search"},
-                    "400": _ERROR,
-                    "408": _STALLED,
-                    "413": _ERROR,
-                    "422": _ERROR,
-                    "503": _ERROR,
-                },
-                parameters=[
+                [
                     {"name": n, "in": "query", "required": n == "problem", "schema": s}
                     for n, s in (
                         ("problem", {"type": "string"}),
@@ -377,14 +368,6 @@ DOCUMENT: dict[str, Any] = {
                         ("output_limit", {"type": "integer"}),
                     )
                 ],
-                requestBody={
-                    "required": True,
-                    "content": {
-                        "application/octet-stream": {
-                            "schema": {"type": "string", "format": "binary"}
-                        }
-                    },
-                },
             ),
         },
         "/v1/hacks/{hack}": {
