@@ -113,16 +113,29 @@ class SentinelChannel(_Tolerant, kombu_redis.SentinelChannel):
         return params
 
 
+# kombu's ensure() (a publish's retries) gives up on a connection error that follows a good
+# reconnect unless the transport says which errors are recoverable; a primary that refuses
+# writes for want of replicas (a lost connection here, see following.py) answers a reconnect
+# and refuses again for seconds, so a publish ended after one retry. Said here as kombu counts
+# them when a transport is silent (every connection and channel error), retries then go on
+# as the publish's retry policy allows.
+_RECOVERABLE = (*kombu_redis.Transport.connection_errors, *kombu_redis.Transport.channel_errors)
+
+
 class Transport(kombu_redis.Transport):
     """The Redis transport with the tolerant channel (for `redis://` and `rediss://`)."""
 
     Channel = Channel
+    recoverable_connection_errors = _RECOVERABLE
+    recoverable_channel_errors = ()
 
 
 class SentinelTransport(kombu_redis.SentinelTransport):
     """The Sentinel transport with the tolerant channel (for `sentinel://`)."""
 
     Channel = SentinelChannel
+    recoverable_connection_errors = _RECOVERABLE
+    recoverable_channel_errors = ()
 
 
 def install() -> None:
