@@ -186,6 +186,9 @@ def test_an_orphan_production_is_removed_only_when_no_producer_holds_it(
     s.open_job(JOB, {"problem": "strgame"})
     s.finish_production(JOB, 0, 0)  # a final plan: never an orphan
     assert not s.abandon_production(JOB, "") and s.manifest(JOB) is not None
+    judging = "judge.strgame-" + "d" * 24
+    s.open_job(judging, {"problem": "strgame", "kind": "judge"})  # a verdict job: no claims
+    assert not s.abandon_production(judging, "") and s.manifest(judging) is not None
 
 
 def test_sweep_claims_and_tables(store: tuple[Store, Advance]) -> None:
