@@ -8,6 +8,7 @@ here), and then the command failed. These classes route that reconnect through `
 
 from __future__ import annotations
 
+import time
 from functools import cache
 from typing import Any
 
@@ -15,6 +16,7 @@ from redis.exceptions import ConnectionError, ResponseError
 from redis.sentinel import SentinelManagedConnection
 
 NO_REPLICAS = "NOREPLICAS"  # a primary that takes no writes: too few replicas in sync
+NO_REPLICAS_PAUSE = 0.5  # seconds before such a refusal is reported as a lost connection
 
 
 class FollowingConnection(SentinelManagedConnection):
@@ -30,6 +32,9 @@ class FollowingConnection(SentinelManagedConnection):
             if NO_REPLICAS not in str(exc) or not self.connection_pool.is_master:
                 raise
             self.disconnect()  # type: ignore[no-untyped-call]
+            # the refusal lasts seconds: a retry at once (kombu's reconnects succeed at once,
+            # then spend their whole retry budget in a second) would only be refused again
+            time.sleep(NO_REPLICAS_PAUSE)
             raise ConnectionError(f"the primary takes no writes now: {exc}") from None
 
     def connect_check_health(
