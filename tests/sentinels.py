@@ -30,14 +30,19 @@ MIN_REPLICAS = "min-replicas-to-write 1\nmin-replicas-max-lag 10\n"
 class Sentinels:
     """A primary with a replica and three sentinels watching them."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, min_replicas: bool = False) -> None:
+        """`min_replicas`: as the shipped configurations, each Redis takes writes only while
+        its replica keeps up; then a primary killed for good (one replica here, two shipped)
+        leaves its successor taking no writes, so only tests that bring it back set it."""
         self.root = root
+        keep = MIN_REPLICAS if min_replicas else ""
+        self.keep = keep
         self.password, self.sentinel_password = secrets.token_hex(12), secrets.token_hex(12)
         self.primary = RedisServer(
             root / "primary",
             appendonly=True,
             password=self.password,
-            extra=f"masterauth {self.password}\n{MIN_REPLICAS}",
+            extra=f"masterauth {self.password}\n{keep}",
         )
         self.replica = RedisServer(root / "replica", appendonly=True, password=self.password)
         self.ports = [free_port() for _ in range(3)]
@@ -46,7 +51,7 @@ class Sentinels:
     def start(self) -> Sentinels:
         self.primary.start()
         self.replica.extra = (
-            f"replicaof 127.0.0.1 {self.primary.port}\nmasterauth {self.password}\n{MIN_REPLICAS}"
+            f"replicaof 127.0.0.1 {self.primary.port}\nmasterauth {self.password}\n{self.keep}"
         )
         self.replica.start()
         for n, port in enumerate(self.ports):
@@ -160,6 +165,6 @@ class Sentinels:
             assert time.monotonic() < deadline, "no failover"
             time.sleep(0.1)
         took = time.monotonic() - killed
-        old.extra = f"replicaof 127.0.0.1 {new.port}\nmasterauth {self.password}\n{MIN_REPLICAS}"
+        old.extra = f"replicaof 127.0.0.1 {new.port}\nmasterauth {self.password}\n{self.keep}"
         old.start()
         return took

@@ -150,7 +150,8 @@ class Soak:
         self.host = WorkerHost() if not sentinel and WorkerHost.available() else None
         bind = f"bind 127.0.0.1 {WorkerHost.OUTSIDE}\n" if self.host else ""
         self.redis = RedisServer(root / "redis", appendonly=True, extra=bind)
-        self.cluster = Sentinels(root / "cluster") if sentinel else None
+        # as shipped (min-replicas-to-write): a failover brings the old primary back
+        self.cluster = Sentinels(root / "cluster", min_replicas=True) if sentinel else None
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("GAMEBATCH_")}
         self.env.update(_ENV, GAMEBATCH_BROKER_URL=self.url)
         self.workers: list[subprocess.Popen[bytes]] = []
