@@ -9,6 +9,7 @@ import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -237,7 +238,7 @@ class PackageRuns:
 
     def input_checks(self) -> _Plan:
         """Every input validator on every test and every invalid input."""
-        limits = self._limits(self.pkg.limits.validation_seconds, validation=True)
+        limits = self._validation
         named = [(t.name, t.input, list(t.input_flags)) for t in self.pkg.tests]
         data = self.pkg.root / "data"
         named += [(p.relative_to(data).as_posix(), p, []) for p in self.pkg.invalid_inputs]
@@ -267,28 +268,16 @@ class PackageRuns:
         per (program, batch of tests), or with `stop` one per program that stops at its first
         failing test (the tests after it are not run, as the format's on_reject: break
         says)."""
-        checker = self._files(self.pkg.output_validator) if self.pkg.output_validator else None
-        tests = {t.name: self._test(t) for t in self.pkg.tests}
+        tests = self._tests
         names = [t.name for t in self.pkg.tests]
         groups = [names] if stop else _batches([(n, len(tests[n].input)) for n in names])
         plan = _Plan([], [])
-        validation = self._limits(self.pkg.limits.validation_seconds, validation=True)
         judged = [(p, self._files(p)) for p in programs if not p.not_judged]
         for group in groups:  # a test for every program first: workers build several at once
             for program, files in judged:
+                run = [tests[n] for n in group]
                 plan.payloads.append(
-                    RunPayload(
-                        problem=self.pkg.name,
-                        file=0,
-                        mode="solve",
-                        program=files,
-                        limits=self._limits(seconds),
-                        tests=[tests[n] for n in group],
-                        validator=checker,
-                        checker=self.pkg.checker,
-                        stop=stop,
-                        validation=validation,
-                    )
+                    self._validated("solve", files, self._limits(seconds), run, stop)
                 )
                 plan.places.append((program.name, [(n, tests[n].cases) for n in group]))
         return plan
@@ -296,31 +285,54 @@ class PackageRuns:
     def outputs(self, contestants: list[tuple[str, list[bytes | None]]]) -> _Plan:
         """Each contestant's output files (one a test, None: no file) judged as they are, by
         the package's validator or the default one: a chunk per contestant."""
-        checker = self._files(self.pkg.output_validator) if self.pkg.output_validator else None
-        tests = [self._test(t) for t in self.pkg.tests]
+        tests = list(self._tests.values())
         names = [(t.name, run.cases) for t, run in zip(self.pkg.tests, tests, strict=True)]
-        validation = self._limits(self.pkg.limits.validation_seconds, validation=True)
         plan = _Plan([], [])
         for name, outputs in contestants:
             given = [
                 msgspec.structs.replace(test, output=output)
                 for test, output in zip(tests, outputs, strict=True)
             ]
-            plan.payloads.append(
-                RunPayload(
-                    problem=self.pkg.name,
-                    file=0,
-                    mode="output",
-                    program=None,
-                    limits=validation,
-                    tests=given,
-                    validator=checker,
-                    checker=self.pkg.checker,
-                    validation=validation,
-                )
-            )
+            plan.payloads.append(self._validated("output", None, self._validation, given))
             plan.places.append((name, names))
         return plan
+
+    def _validated(
+        self,
+        mode: str,
+        program: ProgramFiles | None,
+        limits: tuple[float, int, int],
+        tests: list[RunTest],
+        stop: bool = False,
+    ) -> RunPayload:
+        """A chunk whose outputs the package's output validator (or the default one) judges."""
+        return RunPayload(
+            problem=self.pkg.name,
+            file=0,
+            mode=mode,
+            program=program,
+            limits=limits,
+            tests=tests,
+            validator=self._checker,
+            checker=self.pkg.checker,
+            stop=stop,
+            validation=self._validation,
+        )
+
+    @cached_property
+    def _checker(self) -> ProgramFiles | None:
+        """The package's output validator's files (None: the default validator)."""
+        checker = self.pkg.output_validator
+        return self._files(checker) if checker is not None else None
+
+    @cached_property
+    def _validation(self) -> tuple[float, int, int]:
+        return self._limits(self.pkg.limits.validation_seconds, validation=True)
+
+    @cached_property
+    def _tests(self) -> dict[str, RunTest]:
+        """Every test as a chunk carries it, read once for all the plans of a verification."""
+        return {t.name: self._test(t) for t in self.pkg.tests}
 
     def _test(self, test: PackageTest) -> RunTest:
         """A test as a run chunk carries it: a game's judged case by case (a line each of
