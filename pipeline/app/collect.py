@@ -101,6 +101,9 @@ def write_result(
         drop_payload(c.store, job_id)
         raise
     invalid = c.store.invalid(job_id)
+    # done first, once a replica has every answer: a result is never written from answers
+    # that only a primary about to be replaced holds
+    collector.finish(c.store, job_id, c.settings.result_ttl)
     if not isinstance(output, Path | ObjectUrl):
         stream = sys.stdout if output is None else output
         try:
@@ -120,7 +123,6 @@ def write_result(
             raise files.OutputError(
                 f"{exc}; the answers are kept: `gamebatch collect {job_id} -o FILE` writes them"
             ) from None
-    collector.finish(c.store, job_id, c.settings.result_ttl)
     drop_payload(c.store, job_id)
     return done, len(invalid)
 

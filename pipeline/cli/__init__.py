@@ -13,6 +13,7 @@ import io
 import os
 import signal
 import sys
+import threading
 import traceback
 from collections.abc import Callable, Sequence
 
@@ -67,6 +68,7 @@ def _redis_error(exc: Exception) -> str:
 
 
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+_interrupted = threading.Event()
 
 
 def _interrupt(signum: int, frame: object) -> None:
@@ -74,6 +76,7 @@ def _interrupt(signum: int, frame: object) -> None:
     # when it would restore the default action and die of the signal) are ignored.
     for sig in _STOP_SIGNALS:
         signal.signal(sig, signal.SIG_IGN)
+    _interrupted.set()
     raise KeyboardInterrupt
 
 
@@ -92,6 +95,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
     except Exception as exc:
+        if _interrupted.is_set():  # the interrupt, raised where Python wraps it (an import)
+            err("interrupted")
+            return 130
         if type(exc).__module__.split(".")[0] not in ("redis", "kombu"):
             raise
         # redis-py and kombu name the host and port in their messages, never the password

@@ -59,6 +59,7 @@ class JobStore:
         self._cancel = client.register_script(script("cancel"))
         self._judged = client.register_script(script("note_judged"))
         self._swept = client.register_script(script("note_swept"))
+        self._done = client.register_script(script("finish_job"))
 
     @classmethod
     def check_url(cls, url: str) -> None:
@@ -524,32 +525,37 @@ class JobStore:
 
     # --- life cycle -------------------------------------------------------------------------
 
-    def finish(self, job_id: str, ttl: int) -> None:
-        """Mark a collected job done and let its keys expire, in one transaction (idempotent).
-        On a Redis watched by Sentinel, until a replica has it: a primary cut off from its
-        replica (or paused, and replaced meanwhile) takes the write and loses it when it is
-        demoted, so an unacknowledged write is made again on whichever Redis the sentinels
-        name after a reconnect, for up to FAILOVER_WINDOW seconds; with no replica online,
-        the primary the sentinels name then is asked, and the write made again while it says
-        the job is complete (a failover lost it)."""
-        finished = {"state": JobState.DONE.value, "finished": f"{self.now():.6f}"}
+    def finish(self, job_id: str, ttl: int) -> bool:
+        """Mark a collected job done and let its keys expire (idempotent), where every chunk
+        has its answers; whether it is done. On a Redis watched by Sentinel, only once a
+        replica has the done state, and so every answer written before it: a primary cut
+        off from its replica (or paused, and replaced meanwhile) takes the write and loses
+        it when it is demoted, so an unacknowledged write is made again on whichever Redis
+        the sentinels name after a reconnect, for up to FAILOVER_WINDOW seconds. False when
+        the primary in force lacks answers (a failover lost them: they are solved again),
+        or no replica acknowledged in that time."""
         deadline = time.monotonic() + FAILOVER_WINDOW
+        alone_before = False
         while True:
-            with self.client.pipeline() as pipe:
-                pipe.hset(keys.job(job_id), mapping=finished)
-                self._expire_in(pipe, job_id, ttl)
-                pipe.execute()
+            if not self._mark_done(job_id, ttl):
+                return False
             if not self.replicated:
-                return
+                return True
             said = self._replicated()
-            if said == REPLICATED or time.monotonic() >= deadline:
-                return
+            if said == REPLICATED or (said == ALONE and alone_before):
+                return True  # alone twice: the primary the sentinels name has no replica
+            if time.monotonic() >= deadline:
+                return False
+            alone_before = said == ALONE
+            self._alone_until = 0.0
             self.client.connection_pool.disconnect()  # what follows asks the sentinels
-            if said == UNACKNOWLEDGED:
-                continue  # cut off from its replica, or being replaced: its reads are no proof
-            found = self.progress(job_id)  # the primary in force (with no replica online)
-            if found is None or found.state != JobState.COMPLETE:
-                return  # done there; or its answers are gone too (a re-run solves them again)
+
+    def _mark_done(self, job_id: str, ttl: int) -> bool:
+        """finish_job.lua on the primary in force: whether the job is done there."""
+        keys_ = [keys.job(job_id), keys.OPEN_JOBS, *keys.per_chunk(job_id)]
+        done, running = JobState.DONE.value, JobState.RUNNING.value
+        args: list[str | int] = [done, running, f"{self.now():.6f}", ttl, job_id]
+        return bool(self._done(keys=keys_, args=args) == 1)
 
     @staticmethod
     def _expire_in(pipe: Any, job_id: str, ttl: int) -> None:

@@ -410,9 +410,18 @@ class MemoryStore:
 
     # --- life cycle -------------------------------------------------------------------------
 
-    def finish(self, job_id: str, ttl: int) -> None:
-        """Mark a collected job done (no expiry in memory)."""
+    def finish(self, job_id: str, ttl: int) -> bool:
+        """Mark a collected job done where every chunk has its answers (no expiry in
+        memory); whether it is done."""
+        job = self._jobs.get(job_id)
+        m = job.manifest if job else {}
+        if m.get("state") == JobState.DONE.value:
+            return True
+        complete = "chunks" in m and m.get("done_chunks", "0") == m["chunks"]
+        if m.get("state") != JobState.RUNNING.value or not complete:
+            return False
         self._set(job_id, state=JobState.DONE.value, finished=f"{self.clock():.6f}")
+        return True
 
     def expire(self, job_id: str, ttl: int) -> None:
         """Kept until a test deletes it (no expiry in memory)."""

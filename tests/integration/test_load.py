@@ -69,7 +69,9 @@ def test_a_job_that_finishes_while_the_sweep_looks_is_not_kept_open(
     store.open_job("pathgame-b", {"problem": "pathgame"})
     seen = store.sweep_candidates()
     assert {"pathgame-a", "pathgame-b"} <= set(seen)
-    store.finish("pathgame-a", ttl=60)  # collected between the sweep's read and its note
+    store.finish_production("pathgame-a", 1, 1)
+    store.save_answers("pathgame-a", 0, "1")
+    assert store.finish("pathgame-a", ttl=60)  # collected between the sweep's read and its note
     store.note_swept(["pathgame-a", "pathgame-b"], [])
     assert [m.decode() for m in client.zrange(keys.OPEN_JOBS, 0, -1)] == ["pathgame-b"]
     store.note_swept([], ["pathgame-b"])

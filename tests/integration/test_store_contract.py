@@ -143,12 +143,27 @@ def test_one_producer_and_answers_of_the_bytes_in_force(store: tuple[Store, Adva
     assert s.jobs() == [JOB]
 
 
+def test_only_a_job_with_every_answer_is_finished(store: tuple[Store, Advance]) -> None:
+    s, _ = store
+    assert not s.finish(JOB, 60)  # no such job: nothing is written
+    assert s.progress(JOB) is None
+    s.open_job(JOB, {"problem": "strgame"})
+    assert not s.finish(JOB, 60)  # still producing
+    s.finish_production(JOB, 2, 2)
+    assert s.save_answers(JOB, 0, "1")
+    assert not s.finish(JOB, 60)  # chunk 1 has no answers (as after a failover lost them)
+    assert s.progress(JOB).state == JobState.RUNNING  # type: ignore[union-attr]
+    assert s.save_answers(JOB, 1, "2")
+    assert s.finish(JOB, 60) and s.finish(JOB, 60)  # idempotent
+    assert s.progress(JOB).state == JobState.DONE  # type: ignore[union-attr]
+
+
 def test_a_finished_job_is_not_cancelled(store: tuple[Store, Advance]) -> None:
     s, _ = store
     s.open_job(JOB, {"problem": "strgame"})
     s.finish_production(JOB, 1, 1)
     assert s.save_answers(JOB, 0, "1")
-    s.finish(JOB, 60)
+    assert s.finish(JOB, 60)
     assert s.cancel(JOB, 60) == (True, "done")
     assert s.progress(JOB).state == JobState.DONE  # type: ignore[union-attr]
     assert list(s.iter_answers(JOB, 1)) == ["1"]  # its answers stay for a re-run
@@ -207,8 +222,8 @@ def test_a_done_state_that_a_failover_lost_is_written_again(
 ) -> None:
     """No replica acknowledges the done state (this Redis has none) and, as if a failover
     had lost it, the primary in force has the job running again: a job with every answer
-    is marked done again, with its expiry; one whose answers were lost too is left to be
-    solved again."""
+    is marked done again, with its expiry, and the primary asked again is alone too; one
+    whose answers were lost too is not done, and finish says so (they are solved again)."""
     s, other = JobStore.from_url(redis_server.url), JobStore.from_url(redis_server.url)
     s.open_job(JOB, {"problem": "strgame"})
     s.finish_production(JOB, 1, 1)
@@ -227,13 +242,13 @@ def test_a_done_state_that_a_failover_lost_is_written_again(
         return 0
 
     monkeypatch.setattr(s.client, "wait", lose_it)
-    s.finish(JOB, 100)
+    done = s.finish(JOB, 100)
     state = other.client.hget(keys.job(JOB), "state").decode()
     ttl = other.client.ttl(keys.job(JOB))
     if answers_lost:
-        assert (state, ttl, len(waits)) == ("running", -1, 1)
-    else:  # written twice, the second time without a WAIT (no replica: alone for a while)
-        assert (state, len(waits)) == ("done", 1) and 0 < ttl <= 100
+        assert (done, state, ttl, len(waits)) == (False, "running", -1, 1)
+    else:  # written twice, and a replica asked for twice
+        assert (done, state, len(waits)) == (True, "done", 2) and 0 < ttl <= 100
     s.close()
     other.close()
 
