@@ -383,6 +383,8 @@ def _check(c: Cluster, solves: list[Solve], tally: Tally) -> None:
             continue
         if solve.process.returncode != 0:
             tally.failed += 1
+            said = solve.path.with_suffix(".log").read_text(errors="replace").strip()
+            tally.notes.append(f"{solve.path.name}: failed: {said.splitlines()[-1:]}")
             if solve.out.exists():
                 tally.wrong += 1
                 tally.notes.append(f"{solve.path.name}: failed, yet wrote a result file")
