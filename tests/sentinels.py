@@ -1,4 +1,5 @@
-"""A Redis primary with a replica and three sentinels on loopback, for the tests and the soak."""
+"""A Redis primary with two replicas and three sentinels on loopback, as the shipped Sentinel
+configuration has them, for the tests and the soak."""
 
 from __future__ import annotations
 
@@ -28,32 +29,39 @@ MIN_REPLICAS = "min-replicas-to-write 1\nmin-replicas-max-lag 10\n"
 
 
 class Sentinels:
-    """A primary with a replica and three sentinels watching them."""
+    """A primary with two replicas and three sentinels watching them; each Redis takes
+    writes only while a replica keeps up (min-replicas), so a primary lost for good leaves
+    its successor one replica to write through."""
 
-    def __init__(self, root: Path, *, min_replicas: bool = False) -> None:
-        """`min_replicas`: as the shipped configurations, each Redis takes writes only while
-        its replica keeps up; then a primary killed for good (one replica here, two shipped)
-        leaves its successor taking no writes, so only tests that bring it back set it."""
+    def __init__(self, root: Path) -> None:
         self.root = root
-        keep = MIN_REPLICAS if min_replicas else ""
-        self.keep = keep
         self.password, self.sentinel_password = secrets.token_hex(12), secrets.token_hex(12)
         self.primary = RedisServer(
             root / "primary",
             appendonly=True,
             password=self.password,
-            extra=f"masterauth {self.password}\n{keep}",
+            extra=f"masterauth {self.password}\n{MIN_REPLICAS}",
         )
-        self.replica = RedisServer(root / "replica", appendonly=True, password=self.password)
+        self.replicas = [
+            RedisServer(root / f"replica-{n}", appendonly=True, password=self.password)
+            for n in range(2)
+        ]
         self.ports = [free_port() for _ in range(3)]
         self.processes: list[subprocess.Popen[bytes]] = []
 
+    @property
+    def servers(self) -> list[RedisServer]:
+        return [self.primary, *self.replicas]
+
+    def _follow(self, server: RedisServer, port: int) -> None:
+        """Make `server` (not running) a replica of the Redis on `port` when it starts."""
+        server.extra = f"replicaof 127.0.0.1 {port}\nmasterauth {self.password}\n{MIN_REPLICAS}"
+
     def start(self) -> Sentinels:
         self.primary.start()
-        self.replica.extra = (
-            f"replicaof 127.0.0.1 {self.primary.port}\nmasterauth {self.password}\n{self.keep}"
-        )
-        self.replica.start()
+        for replica in self.replicas:
+            self._follow(replica, self.primary.port)
+            replica.start()
         for n, port in enumerate(self.ports):
             folder = self.root / f"sentinel-{n}"
             folder.mkdir()
@@ -89,7 +97,7 @@ class Sentinels:
                 try:
                     replicas = client.execute_command("SENTINEL", "REPLICAS", MASTER)
                     others = client.execute_command("SENTINEL", "SENTINELS", MASTER)
-                    if len(replicas) == 1 and len(others) == 2:
+                    if len(replicas) == len(self.replicas) and len(others) == 2:
                         break
                 except redis.RedisError:
                     pass
@@ -118,8 +126,8 @@ class Sentinels:
     def stop(self) -> None:
         for process in self.processes:
             terminate(process, 5)
-        self.replica.stop()
-        self.primary.stop()
+        for server in self.servers:
+            server.stop()
 
     def failover_log(self) -> str:
         """What each sentinel logged of the primary's loss and its replacement."""
@@ -150,21 +158,25 @@ class Sentinels:
                 continue
         raise AssertionError("no sentinel answers")
 
+    def named_primary(self) -> RedisServer:
+        """The Redis the sentinels name primary now."""
+        port = self.primary_port()
+        return next(server for server in self.servers if server.port == port)
+
     def fail_over(self) -> float:
-        """Kill the primary, wait until the sentinels promote the replica, and bring the old
+        """Kill the primary, wait until the sentinels promote a replica, and bring the old
         one back as the new primary's replica; the seconds until the promotion."""
-        old = self.primary if self.primary_port() == self.primary.port else self.replica
-        new = self.replica if old is self.primary else self.primary
+        old = self.named_primary()
         assert old.process is not None
         killed = time.monotonic()
         os.kill(old.process.pid, 9)
         old.process.wait()
         old.process = None
         deadline = killed + 120
-        while self.primary_port() != new.port:
+        while (port := self.primary_port()) == old.port:
             assert time.monotonic() < deadline, "no failover"
             time.sleep(0.1)
         took = time.monotonic() - killed
-        old.extra = f"replicaof 127.0.0.1 {new.port}\nmasterauth {self.password}\n{self.keep}"
+        self._follow(old, port)
         old.start()
         return took

@@ -1,16 +1,18 @@
 """The partition bench: a Redis primary, its replica, three sentinels, a worker host and two
-client hosts, each in a network namespace of its own (net.py). Clients run `gamebatch solve`
-one file after another while one fault is injected and healed; then, once the leases have
-lapsed, every acknowledged solve (exit status 0) is checked: its result file is exact, its
-job is still done on whichever Redis the sentinels name primary, and no job is left open
-unfinished. `python -m tests.partition.bench --runs 20` runs the long mode and prints the
-table of docs/operations.md."""
+client hosts, each in a network namespace of its own (net.py). Clients solve, grade output
+files and judge a program, one file after another, while one fault is injected and healed;
+then, once the leases have lapsed, every acknowledged operation is checked: a solve's result
+file is exact and its job still done on whichever Redis the sentinels name primary, a
+grading's report has the exact verdicts, and no job is left open unfinished.
+`python -m tests.partition.bench --runs 20` runs the long mode and prints the table of
+docs/operations.md."""
 
 from __future__ import annotations
 
 import argparse
 import contextlib
 import io
+import json
 import os
 import random
 import secrets
@@ -44,12 +46,16 @@ CLIENT_ENV = {
     "GAMEBATCH_FAILOVER_SECONDS": "60",
     "GAMEBATCH_DEBUG": "1",  # a solve that fails leaves its traceback in its log
 }
-SOLVE_SECONDS = 120  # a solve still running this long after the faults healed is stuck
+SOLVE_SECONDS = 120  # an operation still running this long after the faults healed is stuck
+KINDS = ("solve", "grade", "judge")  # each client's operations, in turn
+JUDGED = "import sys\nprint('\\n'.join(['Pure'] * int(sys.stdin.readline())))\n"
 
 
 @dataclass
 class Solve:
-    """One client's `gamebatch solve` of one file: what it was told, and what it wrote."""
+    """One client's operation on one input file (`kind`): `gamebatch solve`, whose result is
+    `expected`; or `grade` of a submission with some answers turned, or `grade --programs`
+    of a program that answers Pure to every case, whose report's verdicts are `expected`."""
 
     client: str
     path: Path
@@ -57,11 +63,23 @@ class Solve:
     job_id: str
     process: subprocess.Popen[bytes]
     started: float
+    kind: str = "solve"
     ended: float | None = None
 
     @property
     def out(self) -> Path:
-        return self.path.with_suffix(".out")
+        """What the operation writes: a result file, or a JSON report."""
+        return self.path.with_suffix(".out" if self.kind == "solve" else ".json")
+
+    def exact(self) -> bool:
+        """Whether what it wrote is what it should be."""
+        if self.kind == "solve":
+            return self.out.read_text() == self.expected
+        with contextlib.suppress(ValueError, KeyError, IndexError):
+            return bool(
+                json.loads(self.out.read_text())["submissions"][0]["verdicts"] == self.expected
+            )
+        return False
 
 
 @dataclass
@@ -308,6 +326,43 @@ def _inputs(folder: Path, seed: int, count: int) -> Iterator[tuple[Path, str, st
         yield path, expected, job_id_for(problem, digest)
 
 
+def _operation(kind: str, path: Path, answers: str, rng: random.Random) -> tuple[list[str], str]:
+    """The command of one operation on an input file, and what it should write: the answers
+    (solve), or a report's verdicts (grade, judge)."""
+    command = [sys.executable, "-m", "pipeline.cli"]
+    words = answers.split()
+    if kind == "solve":
+        out = str(path.with_suffix(".out"))
+        return [*command, "solve", "-q", "-p", "strgame", str(path), "-o", out], answers
+    report = ["--json", str(path.with_suffix(".json"))]
+    if kind == "grade":  # a submission with a few answers turned into the other word
+        turned = set(rng.sample(range(len(words)), 5))
+        found = [
+            ("Dirty" if w == "Pure" else "Pure") if i in turned else w for i, w in enumerate(words)
+        ]
+        submission = path.with_name(path.stem + "-sub.out")
+        submission.write_text("".join(w + "\n" for w in found))
+        verdicts = "".join("W" if i in turned else "A" for i in range(len(words)))
+        return [
+            *command,
+            "grade",
+            "-q",
+            "-p",
+            "strgame",
+            str(path),
+            str(submission),
+            *report,
+        ], verdicts
+    tests, programs = path.with_name(path.stem + "-tests"), path.with_name(path.stem + "-programs")
+    tests.mkdir()
+    programs.mkdir()
+    (tests / "t.in").write_bytes(path.read_bytes())
+    (programs / "pure.py").write_text(JUDGED)
+    verdicts = "".join("A" if w == "Pure" else "W" for w in words)
+    args = ["grade", "-q", "-p", "strgame", "--tests", str(tests), "--programs", str(programs)]
+    return [*command, *args, *report], verdicts
+
+
 def run_once(root: Path, fault: str, seed: int, tally: Tally) -> None:
     """One run of one fault: clients solve through it; the history is checked after."""
     net = Net().create()
@@ -336,11 +391,11 @@ def _run_history(c: Cluster, fault: str, seed: int, tally: Tally) -> None:
     injected = healed = None  # when the fault began, and when it had healed
 
     def launch(client: str) -> None:
-        path, expected, job_id = next(inputs)
-        args = [sys.executable, "-m", "pipeline.cli", "solve", "-q", "-p", "strgame",
-                str(path), "-o", str(path.with_suffix(".out"))]  # fmt: skip
+        path, answers, job_id = next(inputs)
+        kind = KINDS[len(solves) % len(KINDS)]
+        args, expected = _operation(kind, path, answers, rng)
         process = c._spawn(c.net.hosts[client], args, path.with_suffix(".log"), **c.env())
-        solve = Solve(client, path, expected, job_id, process, time.monotonic())
+        solve = Solve(client, path, expected, job_id, process, time.monotonic(), kind)
         solves.append(solve)
         running[client] = solve
 
@@ -381,18 +436,20 @@ def _check(c: Cluster, solves: list[Solve], tally: Tally) -> None:
                 os.killpg(solve.process.pid, signal.SIGKILL)
             solve.process.wait()
             continue
-        if solve.process.returncode != 0:
+        # a grading whose verdicts are not all accepted exits 1 with its report written
+        told = solve.process.returncode == 0 or (solve.kind != "solve" and solve.out.exists())
+        if not told or solve.process.returncode not in (0, 1):
             tally.failed += 1
             said = solve.path.with_suffix(".log").read_text(errors="replace").strip()
-            tally.notes.append(f"{solve.path.name}: failed: {said.splitlines()[-1:]}")
+            tally.notes.append(f"{solve.kind} {solve.path.name}: failed: {said.splitlines()[-1:]}")
             if solve.out.exists():
                 tally.wrong += 1
                 tally.notes.append(f"{solve.path.name}: failed, yet wrote a result file")
             continue
         tally.acknowledged += 1
-        if not solve.out.exists() or solve.out.read_text() != solve.expected:
+        if not solve.out.exists() or not solve.exact():
             tally.wrong += 1
-            tally.notes.append(f"{solve.path.name}: a result file that is not the answers")
+            tally.notes.append(f"{solve.kind} {solve.path.name}: wrote what is not the answers")
     time.sleep(4)  # the leases (3 s) lapse; what is left open must be finished by then
     deadline = time.monotonic() + 60
     while True:
@@ -410,7 +467,8 @@ def _check(c: Cluster, solves: list[Solve], tally: Tally) -> None:
         time.sleep(1)
     for solve in solves:
         if (
-            solve.process.returncode == 0
+            solve.kind == "solve"
+            and solve.process.returncode == 0
             and states.get(solve.job_id) != JobState.DONE.value.encode()
         ):
             tally.lost += 1
