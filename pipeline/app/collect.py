@@ -92,18 +92,8 @@ def write_result(
 
     With invalid cases (keep-going mode) their errors go to OUTPUT.errors (or stderr).
     """
-    w = waiting
-    try:
-        done = wait(
-            c, job_id, timeout=w.timeout, progress=w.progress, idle=w.idle, produced=w.produced
-        )
-    except (JobFailed, JobCancelled):
-        drop_payload(c.store, job_id)
-        raise
+    done = _finished(c, job_id, waiting)
     invalid = c.store.invalid(job_id)
-    # done first, once a replica has every answer: a result is never written from answers
-    # that only a primary about to be replaced holds
-    collector.finish(c.store, job_id, c.settings.result_ttl)
     if not isinstance(output, Path | ObjectUrl):
         stream = sys.stdout if output is None else output
         try:
@@ -125,6 +115,29 @@ def write_result(
             ) from None
     drop_payload(c.store, job_id)
     return done, len(invalid)
+
+
+LOST_ANSWERS_ROUNDS = 3  # waits for a job whose answers failovers keep losing
+
+
+def _finished(c: Cluster, job_id: str, w: Waiting) -> JobCounters:
+    """Wait for every chunk of a job and mark it done, before its result is written: done
+    once a replica has every answer, so a result is never written from answers that only a
+    primary about to be replaced holds. Where the primary in force lacks some (a failover
+    lost them), their chunks are queued again at once and waited for."""
+    for _ in range(LOST_ANSWERS_ROUNDS):
+        try:
+            done = wait(
+                c, job_id, timeout=w.timeout, progress=w.progress, idle=w.idle, produced=w.produced
+            )
+        except (JobFailed, JobCancelled):
+            drop_payload(c.store, job_id)
+            raise
+        if c.store.finish(job_id, c.settings.result_ttl):
+            return done
+        for index in c.store.unleased(job_id):
+            c.send(job_id, index)
+    raise JobLost(f"Redis lost answers of job {job_id} in {LOST_ANSWERS_ROUNDS} failovers")
 
 
 def wait(

@@ -104,11 +104,3 @@ class _Utf8:
     def write(self, text: str) -> int:
         self.raw.write(text.encode())
         return len(text)
-
-
-def finish(store: Store, job_id: str, ttl: int) -> None:
-    """Mark the job done and let its keys expire (a re-run within `ttl` costs nothing),
-    before its result is written: JobLost when Redis lost some of its answers (a failover
-    before a replica had them), which are solved again."""
-    if not store.finish(job_id, ttl):
-        raise JobLost(f"Redis lost answers of job {job_id} in a failover")
