@@ -20,6 +20,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -88,12 +89,13 @@ class Tally:
 
     runs: int = 0
     acknowledged: int = 0
-    failed: int = 0  # solves that ended with an error (not acknowledged: allowed)
-    lost: int = 0  # acknowledged, and then not done (or gone) on the primary
-    wrong: int = 0  # a result file that is not the right answers
-    stuck: int = 0  # solves never ended, jobs left open unfinished
+    kinds: Counter[str] = field(default_factory=Counter)  # acknowledged, by kind
+    failed: int = 0  # operations that ended with an error (not acknowledged: allowed)
+    lost: int = 0  # acknowledged solves, then not done (or gone) on the primary
+    wrong: int = 0  # a result file that is not the right answers, a report not the verdicts
+    stuck: int = 0  # operations never ended, jobs left open unfinished
     seconds: list[float] = field(default_factory=list)
-    longest: float = 0.0  # from the fault's start until a solve begun before it ended
+    longest: float = 0.0  # from the fault's start until an operation begun before it ended
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -364,7 +366,7 @@ def _operation(kind: str, path: Path, answers: str, rng: random.Random) -> tuple
 
 
 def run_once(root: Path, fault: str, seed: int, tally: Tally) -> None:
-    """One run of one fault: clients solve through it; the history is checked after."""
+    """One run of one fault: clients work through it; the history is checked after."""
     net = Net().create()
     try:
         for name in ("primary", "replica", "sentinel0", "sentinel1", "sentinel2", "worker"):
@@ -382,7 +384,7 @@ def run_once(root: Path, fault: str, seed: int, tally: Tally) -> None:
 
 
 def _run_history(c: Cluster, fault: str, seed: int, tally: Tally) -> None:
-    inputs = iter(_inputs(c.root / "inputs", seed, 40))
+    inputs = iter(_inputs(c.root / "inputs", seed, 200))  # generated as they are taken
     solves: list[Solve] = []
     running: dict[str, Solve | None] = {"client0": None, "client1": None}
     rng = random.Random(seed)
@@ -426,7 +428,7 @@ def _run_history(c: Cluster, fault: str, seed: int, tally: Tally) -> None:
 
 
 def _check(c: Cluster, solves: list[Solve], tally: Tally) -> None:
-    """Every acknowledged solve: exact, and its job done on the primary; no solve or job
+    """Every acknowledged operation: exact (a solve's job done on the primary); none, nor a job,
     left running (after the leases lapse)."""
     for solve in solves:
         if solve.process.poll() is None:
@@ -447,6 +449,7 @@ def _check(c: Cluster, solves: list[Solve], tally: Tally) -> None:
                 tally.notes.append(f"{solve.path.name}: failed, yet wrote a result file")
             continue
         tally.acknowledged += 1
+        tally.kinds[solve.kind] += 1
         if not solve.out.exists() or not solve.exact():
             tally.wrong += 1
             tally.notes.append(f"{solve.kind} {solve.path.name}: wrote what is not the answers")
@@ -519,14 +522,15 @@ def bench(root: Path, runs: int, faults: tuple[str, ...], seed: int) -> dict[str
 
 def table(tallies: dict[str, Tally]) -> list[str]:
     lines = [
-        "| fault | runs | acknowledged | failed (not acknowledged) | lost | wrong | stuck"
-        " | a solve begun before it ended, at most s after its start |",
+        "| fault | runs | acknowledged (solve / grade / judge) | failed (not acknowledged)"
+        " | lost | wrong | stuck | longest |",
         "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for fault, t in tallies.items():
+        kinds = " / ".join(str(t.kinds[kind]) for kind in KINDS)
         lines.append(
-            f"| {fault} | {t.runs} | {t.acknowledged} | {t.failed} | {t.lost} | {t.wrong} |"
-            f" {t.stuck} | {t.longest:.1f} |"
+            f"| {fault} | {t.runs} | {t.acknowledged} ({kinds}) | {t.failed} | {t.lost} |"
+            f" {t.wrong} | {t.stuck} | {t.longest:.1f} s |"
         )
     return lines
 

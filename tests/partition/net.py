@@ -23,8 +23,9 @@ class Host:
     ip: str
 
     def command(self, args: list[str]) -> list[str]:
-        """`args` run inside the namespace."""
-        return ["ip", "netns", "exec", self.ns, *args]
+        """`args` run inside the namespace: its network only (`ip netns exec` would also
+        mount a /sys of its own, hiding the cgroups that judging programs needs)."""
+        return ["nsenter", f"--net=/run/netns/{self.ns}", "--", *args]
 
 
 @dataclass
