@@ -1,6 +1,6 @@
 """The partition bench (bench.py): short in the default run (one run of a partition and one of
 a paused primary), every fault GAMEBATCH_PARTITION_RUNS times when that is set (the long
-mode: 20 runs of each fault, about 40 minutes)."""
+mode: 20 runs of each fault, about an hour)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ pytestmark = [
 ]
 
 
-def test_no_acknowledged_solve_is_lost_through_partitions_and_pauses(tmp_path: Path) -> None:
+def test_nothing_acknowledged_is_lost_through_partitions_and_pauses(tmp_path: Path) -> None:
     faults = FAULTS if RUNS else ("partition", "pause")
     tallies = bench(tmp_path, RUNS or 1, faults, seed=4300)
     lines = table(tallies) + [f"{f}: {n}" for f, t in tallies.items() for n in t.notes]
