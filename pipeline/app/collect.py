@@ -137,7 +137,10 @@ def _finished(c: Cluster, job_id: str, w: Waiting) -> JobCounters:
             return done
         for index in c.store.unleased(job_id):
             c.send(job_id, index)
-    raise JobLost(f"Redis lost answers of job {job_id} in {LOST_ANSWERS_ROUNDS} failovers")
+    raise JobLost(
+        f"Redis did not keep the answers of job {job_id}: no replica acknowledged them, or"
+        f" failovers lost them, {LOST_ANSWERS_ROUNDS} times"
+    )
 
 
 def wait(
