@@ -28,6 +28,32 @@ FAILOVER_TIMEOUT_MS = max(5000, 2 * DOWN_AFTER_MS)
 MIN_REPLICAS = "min-replicas-to-write 1\nmin-replicas-max-lag 10\n"
 
 
+def sentinel_conf(
+    folder: Path,
+    bind: str,
+    port: int,
+    primary: tuple[str, int],
+    passwords: tuple[str, str],
+    timing_ms: tuple[int, int] = (DOWN_AFTER_MS, FAILOVER_TIMEOUT_MS),
+) -> Path:
+    """A sentinel's configuration file, in a new `folder`: it listens on `bind`:`port` and
+    watches `primary`; `passwords` are the data Redis's and the sentinels' own, `timing_ms`
+    its down-after and failover timeout."""
+    folder.mkdir(parents=True)
+    data, own = passwords
+    conf = folder / "sentinel.conf"
+    conf.write_text(
+        f"port {port}\nbind {bind}\ndir {folder}\nlogfile sentinel.log\n"
+        f"requirepass {own}\nsentinel sentinel-pass {own}\n"
+        f"sentinel monitor {MASTER} {primary[0]} {primary[1]} 2\n"
+        f"sentinel auth-pass {MASTER} {data}\n"
+        f"sentinel down-after-milliseconds {MASTER} {timing_ms[0]}\n"
+        f"sentinel failover-timeout {MASTER} {timing_ms[1]}\n"
+    )
+    conf.chmod(0o600)
+    return conf
+
+
 class Sentinels:
     """A primary with two replicas and three sentinels watching them; each Redis takes
     writes only while a replica keeps up (min-replicas), so a primary lost for good leaves
@@ -62,20 +88,12 @@ class Sentinels:
         for replica in self.replicas:
             self._follow(replica, self.primary.port)
             replica.start()
+        passwords = (self.password, self.sentinel_password)
         for n, port in enumerate(self.ports):
-            folder = self.root / f"sentinel-{n}"
-            folder.mkdir()
-            conf = folder / "sentinel.conf"
-            conf.write_text(
-                f"port {port}\nbind 127.0.0.1\ndir {folder}\nlogfile sentinel.log\n"
-                f"requirepass {self.sentinel_password}\n"
-                f"sentinel sentinel-pass {self.sentinel_password}\n"
-                f"sentinel monitor {MASTER} 127.0.0.1 {self.primary.port} 2\n"
-                f"sentinel auth-pass {MASTER} {self.password}\n"
-                f"sentinel down-after-milliseconds {MASTER} {DOWN_AFTER_MS}\n"
-                f"sentinel failover-timeout {MASTER} {FAILOVER_TIMEOUT_MS}\n"
+            where = self.root / f"sentinel-{n}"
+            conf = sentinel_conf(
+                where, "127.0.0.1", port, ("127.0.0.1", self.primary.port), passwords
             )
-            conf.chmod(0o600)
             self.processes.append(
                 subprocess.Popen(
                     [redis_server_binary(), str(conf), "--sentinel"],

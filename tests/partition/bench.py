@@ -33,7 +33,7 @@ from pipeline.local.redis_server import redis_server_binary
 from pipeline.store import keys
 from pipeline.store.jobstate import JobState
 from tests.partition.net import Host, Net
-from tests.sentinels import MIN_REPLICAS  # the shipped configurations'
+from tests.sentinels import MIN_REPLICAS, sentinel_conf
 
 MASTER = "gamebatch"
 PORT, SENTINEL_PORT = 6379, 26379
@@ -138,20 +138,14 @@ class Cluster:
                 f"requirepass {self.password}\nmasterauth {self.password}\n{MIN_REPLICAS}{follow}"
             )
             self.redis[name] = self._spawn(host, [redis_server_binary(), str(conf)], folder / "log")
+        passwords, timing = (
+            (self.password, self.sentinel_password),
+            (DOWN_AFTER_MS, FAILOVER_TIMEOUT_MS),
+        )
         for n in range(3):
-            host = self.net.hosts[f"sentinel{n}"]
-            folder = self.root / f"sentinel{n}"
-            folder.mkdir()
-            conf = folder / "sentinel.conf"
-            conf.write_text(
-                f"port {SENTINEL_PORT}\nbind {host.ip}\ndir {folder}\n"
-                f"requirepass {self.sentinel_password}\n"
-                f"sentinel sentinel-pass {self.sentinel_password}\n"
-                f"sentinel monitor {MASTER} {primary.ip} {PORT} 2\n"
-                f"sentinel auth-pass {MASTER} {self.password}\n"
-                f"sentinel down-after-milliseconds {MASTER} {DOWN_AFTER_MS}\n"
-                f"sentinel failover-timeout {MASTER} {FAILOVER_TIMEOUT_MS}\n"
-            )
+            host, folder = self.net.hosts[f"sentinel{n}"], self.root / f"sentinel{n}"
+            watched = (primary.ip, PORT)
+            conf = sentinel_conf(folder, host.ip, SENTINEL_PORT, watched, passwords, timing)
             args = [redis_server_binary(), str(conf), "--sentinel"]
             self.sentinels.append(self._spawn(host, args, folder / "log"))
         self._wait_until_watched()
