@@ -16,20 +16,25 @@ from redis.exceptions import ConnectionError, ResponseError
 from redis.sentinel import SentinelManagedConnection
 
 NO_REPLICAS = "NOREPLICAS"  # a primary that takes no writes: too few replicas in sync
+# a script's write refused by a demoted primary: Redis reports it as the script's error,
+# which redis-py does not take for the ReadOnlyError it turns into a reconnect
+READ_ONLY = "-READONLY"
 NO_REPLICAS_PAUSE = 0.5  # seconds before such a refusal is reported as a lost connection
 
 
 class FollowingConnection(SentinelManagedConnection):
     """A sentinel-managed connection whose every reconnect asks the sentinels first, and for
     which a primary that refuses writes for want of replicas (min-replicas-to-write: it is
-    cut off from them, or being replaced) is a lost connection, retried on whichever Redis
-    the sentinels name then: the write was not made."""
+    cut off from them, or being replaced), or refuses a script's write as a replica now, is
+    a lost connection, retried on whichever Redis the sentinels name then: the write was
+    not made."""
 
     def read_response(self, *args: Any, **kwargs: Any) -> Any:
         try:
             return super().read_response(*args, **kwargs)
         except ResponseError as exc:
-            if NO_REPLICAS not in str(exc) or not self.connection_pool.is_master:
+            refused = NO_REPLICAS in str(exc) or READ_ONLY in str(exc)
+            if not refused or not self.connection_pool.is_master:
                 raise
             self.disconnect()  # type: ignore[no-untyped-call]
             # the refusal lasts seconds: a retry at once (kombu's reconnects succeed at once,
