@@ -53,7 +53,7 @@ JUDGED = "import sys\nprint('\\n'.join(['Pure'] * int(sys.stdin.readline())))\n"
 
 
 @dataclass
-class Solve:
+class Operation:
     """One client's operation on one input file (`kind`): `gamebatch solve`, whose result is
     `expected`; or `grade` of a submission with some answers turned, or `grade --programs`
     of a program that answers Pure to every case, whose report's verdicts are `expected`."""
@@ -138,10 +138,8 @@ class Cluster:
                 f"requirepass {self.password}\nmasterauth {self.password}\n{MIN_REPLICAS}{follow}"
             )
             self.redis[name] = self._spawn(host, [redis_server_binary(), str(conf)], folder / "log")
-        passwords, timing = (
-            (self.password, self.sentinel_password),
-            (DOWN_AFTER_MS, FAILOVER_TIMEOUT_MS),
-        )
+        passwords = (self.password, self.sentinel_password)
+        timing = (DOWN_AFTER_MS, FAILOVER_TIMEOUT_MS)
         for n in range(3):
             host, folder = self.net.hosts[f"sentinel{n}"], self.root / f"sentinel{n}"
             watched = (primary.ip, PORT)
@@ -339,16 +337,8 @@ def _operation(kind: str, path: Path, answers: str, rng: random.Random) -> tuple
         submission = path.with_name(path.stem + "-sub.out")
         submission.write_text("".join(w + "\n" for w in found))
         verdicts = "".join("W" if i in turned else "A" for i in range(len(words)))
-        return [
-            *command,
-            "grade",
-            "-q",
-            "-p",
-            "strgame",
-            str(path),
-            str(submission),
-            *report,
-        ], verdicts
+        args = ["grade", "-q", "-p", "strgame", str(path), str(submission)]
+        return [*command, *args, *report], verdicts
     tests, programs = path.with_name(path.stem + "-tests"), path.with_name(path.stem + "-programs")
     tests.mkdir()
     programs.mkdir()
@@ -379,8 +369,8 @@ def run_once(root: Path, fault: str, seed: int, tally: Tally) -> None:
 
 def _run_history(c: Cluster, fault: str, seed: int, tally: Tally) -> None:
     inputs = iter(_inputs(c.root / "inputs", seed, 200))  # generated as they are taken
-    solves: list[Solve] = []
-    running: dict[str, Solve | None] = {"client0": None, "client1": None}
+    solves: list[Operation] = []
+    running: dict[str, Operation | None] = {"client0": None, "client1": None}
     rng = random.Random(seed)
     start = time.monotonic()
     inject_at = start + rng.uniform(2.0, 4.0)
@@ -391,7 +381,7 @@ def _run_history(c: Cluster, fault: str, seed: int, tally: Tally) -> None:
         kind = KINDS[len(solves) % len(KINDS)]
         args, expected = _operation(kind, path, answers, rng)
         process = c._spawn(c.net.hosts[client], args, path.with_suffix(".log"), **c.env())
-        solve = Solve(client, path, expected, job_id, process, time.monotonic(), kind)
+        solve = Operation(client, path, expected, job_id, process, time.monotonic(), kind)
         solves.append(solve)
         running[client] = solve
 
@@ -421,7 +411,7 @@ def _run_history(c: Cluster, fault: str, seed: int, tally: Tally) -> None:
     _check(c, solves, tally)
 
 
-def _check(c: Cluster, solves: list[Solve], tally: Tally) -> None:
+def _check(c: Cluster, solves: list[Operation], tally: Tally) -> None:
     """Every acknowledged operation: exact (a solve's job done on the primary); none, nor a job,
     left running (after the leases lapse)."""
     for solve in solves:
