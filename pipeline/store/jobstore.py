@@ -33,6 +33,7 @@ _ANSWER_BATCH = 512  # chunks fetched per round trip by the collector
 REPLICA_WAIT_MS = 200  # how long stored answers wait for a replica to have them
 REPLICA_WAIT_TRIES = 5  # WAITs a write makes while a replica is online, only slow to answer
 ALONE_SECONDS = 10.0  # with no replica online, how long to store without asking for one
+REPLICAS_SECONDS = 5.0  # how long a count of the replicas online is trusted
 FAILOVER_WINDOW = 60.0  # seconds a job's done state is written again until a replica has it
 REPLICATED, ALONE, UNACKNOWLEDGED = "replicated", "alone", "unacknowledged"  # after a write
 SWEEP_FURTHER = 500  # jobs a sweep looks at beyond the open set, in turn
@@ -47,6 +48,7 @@ class JobStore:
         self.client: Any = client  # redis-py's return types are too loose to check
         self.replicated = replicated
         self._alone_until = 0.0  # no replica answered a WAIT: until then, none is asked
+        self._replicas, self._replicas_until = 0, 0.0  # replicas online, until when known
         self._save = client.register_script(script("save_answers"))
         self._begin = client.register_script(script("begin_chunk"))
         self._abandoned = client.register_script(script("abandoned"))
@@ -368,35 +370,43 @@ class JobStore:
         return bool(saved)
 
     def _wait_for_a_replica(self) -> bool:
-        """Until a replica has what was just written (so that a failover keeps it, before the
-        task is acknowledged); a primary with none online (after a failover, or while its
-        replica syncs) is not waited on at every chunk, but a replica only slow to answer
-        (a busy machine) is waited for again. Whether a replica said it has it."""
+        """Until every replica online has what was just written (so that a failover keeps
+        it, before the task is acknowledged); a primary with none online (after a failover,
+        or while its replica syncs) is not waited on at every chunk, but a replica only slow
+        to answer (a busy machine) is waited for again. Whether the replicas said they have it."""
         return self._replicated() == REPLICATED
 
     def _replicated(self) -> str:
-        """REPLICATED when a replica said it has what was just written, ALONE when the
-        primary streams to none (nothing to wait for: its writes are as safe as they can
-        be; not asked again for ALONE_SECONDS), else UNACKNOWLEDGED: a replica is online to
-        it but says nothing (slow, or cut off from it: a partition, or a failover under way)."""
+        """REPLICATED when every replica online said it has what was just written (the
+        sentinels may promote any of them, and they choose by offsets seconds old: one
+        replica's word is not enough), ALONE when the primary streams to none (nothing to
+        wait for: its writes are as safe as they can be; not asked again for ALONE_SECONDS),
+        else UNACKNOWLEDGED: a replica is online to it but says nothing (slow, or cut off
+        from it: a partition, or a failover under way)."""
         if time.monotonic() < self._alone_until:
             return ALONE
         for _ in range(REPLICA_WAIT_TRIES):
-            if self.client.wait(1, REPLICA_WAIT_MS) >= 1:
-                return REPLICATED
-            if not self._a_replica_is_online():
+            online = self._replicas_online()
+            if not online:
                 self._alone_until = time.monotonic() + ALONE_SECONDS
                 return ALONE
+            if self.client.wait(online, REPLICA_WAIT_MS) >= online:
+                return REPLICATED
+            self._replicas_until = 0.0  # one that did not answer may be gone: ask again
         return UNACKNOWLEDGED
 
-    def _a_replica_is_online(self) -> bool:
-        """Whether the primary streams its writes to a replica now (INFO's state=online)."""
-        info = self.client.info("replication")
-        return any(
-            isinstance(v, dict) and v.get("state") == "online"
-            for k, v in info.items()
-            if k.startswith("slave")
-        )
+    def _replicas_online(self) -> int:
+        """How many replicas the primary streams its writes to now (INFO's state=online),
+        asked again after REPLICAS_SECONDS (or sooner, when one did not answer a WAIT)."""
+        if time.monotonic() >= self._replicas_until:
+            info = self.client.info("replication")
+            self._replicas = sum(
+                isinstance(v, dict) and v.get("state") == "online"
+                for k, v in info.items()
+                if k.startswith("slave")
+            )
+            self._replicas_until = time.monotonic() + REPLICAS_SECONDS
+        return self._replicas
 
     def fail_chunk(self, job_id: str, index: int, reason: str) -> None:
         """Record that a chunk cannot be solved."""
@@ -547,7 +557,7 @@ class JobStore:
             if time.monotonic() >= deadline:
                 return False
             alone_before = said == ALONE
-            self._alone_until = 0.0
+            self._alone_until = self._replicas_until = 0.0
             self.client.connection_pool.disconnect()  # what follows asks the sentinels
 
     def _mark_done(self, job_id: str, ttl: int) -> bool:

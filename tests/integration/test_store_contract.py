@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
@@ -220,7 +221,7 @@ def test_sweep_claims_and_tables(store: tuple[Store, Advance]) -> None:
 def test_a_done_state_that_a_failover_lost_is_written_again(
     redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch, answers_lost: bool
 ) -> None:
-    """No replica acknowledges the done state (this Redis has none) and, as if a failover
+    """No replica is online (this Redis has none) and, as if a failover
     had lost it, the primary in force has the job running again: a job with every answer
     is marked done again, with its expiry, and the primary asked again is alone too; one
     whose answers were lost too is not done, and finish says so (they are solved again)."""
@@ -229,11 +230,11 @@ def test_a_done_state_that_a_failover_lost_is_written_again(
     s.finish_production(JOB, 1, 1)
     s.save_answers(JOB, 0, "1")
     s.replicated = True
-    waits = []
+    asked = []
 
-    def lose_it(replicas: int, timeout: int) -> int:
-        waits.append(replicas)
-        if len(waits) == 1:  # the new primary has what came before the first write
+    def lose_it() -> int:  # asked how many replicas to wait for: none online
+        asked.append(1)
+        if len(asked) == 1:  # the new primary has what came before the first write
             other.set_state(JOB, JobState.RUNNING)
             other.client.persist(keys.job(JOB))
             if answers_lost:
@@ -241,14 +242,14 @@ def test_a_done_state_that_a_failover_lost_is_written_again(
                 other.client.hset(keys.job(JOB), "done_chunks", 0)
         return 0
 
-    monkeypatch.setattr(s.client, "wait", lose_it)
+    monkeypatch.setattr(s, "_replicas_online", lose_it)
     done = s.finish(JOB, 100)
     state = other.client.hget(keys.job(JOB), "state").decode()
     ttl = other.client.ttl(keys.job(JOB))
     if answers_lost:
-        assert (done, state, ttl, len(waits)) == (False, "running", -1, 1)
-    else:  # written twice, and a replica asked for twice
-        assert (done, state, len(waits)) == (True, "done", 2) and 0 < ttl <= 100
+        assert (done, state, ttl, len(asked)) == (False, "running", -1, 1)
+    else:  # written twice, and the replicas counted twice
+        assert (done, state, len(asked)) == (True, "done", 2) and 0 < ttl <= 100
     s.close()
     other.close()
 
@@ -261,9 +262,9 @@ def test_a_production_end_that_a_failover_lost_reads_as_a_lost_job(
     s, other = JobStore.from_url(redis_server.url), JobStore.from_url(redis_server.url)
     s.open_job(JOB, {"problem": "strgame"})
     s.replicated = True
+    monkeypatch.setattr(s, "_replicas_online", lambda: 1)  # one online, and silent
     monkeypatch.setattr(s.client, "wait", lambda replicas, timeout: 0)
     assert s.finish_production(JOB, 1, 1) == JobState.RUNNING  # the primary still has it
-    s._alone_until = 0.0  # a replica is back: the next write waits for it again
 
     def lose_it(replicas: int, timeout: int) -> int:
         other.set_state(JOB, JobState.PRODUCING)  # the new primary never saw it
@@ -294,11 +295,12 @@ def test_a_replica_slow_to_answer_is_waited_for_and_only_a_missing_one_is_not(
     monkeypatch.setattr(s.client, "wait", slow)
     monkeypatch.setattr(s.client, "info", lambda section: online)
     assert s._wait_for_a_replica() is True and len(waits) == 3
+    s._replicas_until = 0.0  # the replicas are counted again (as REPLICAS_SECONDS later)
     syncing = {"role": "master", "slave0": {"ip": "127.0.0.1", "port": 1, "state": "send_bulk"}}
     monkeypatch.setattr(s.client, "wait", lambda replicas, timeout: waits.append(timeout) or 0)
     monkeypatch.setattr(s.client, "info", lambda section: syncing)
-    assert s._wait_for_a_replica() is False and len(waits) == 4  # none online: alone, at once
-    assert s._wait_for_a_replica() is False and len(waits) == 4  # and not asked for a while
+    assert s._wait_for_a_replica() is False and len(waits) == 3  # none online: alone, no WAIT
+    assert s._wait_for_a_replica() is False and len(waits) == 3  # and not asked for a while
     assert s._alone_until > time.monotonic()
     s.close()
 
@@ -326,3 +328,31 @@ def test_a_later_run_names_its_payload_folder_too(store: tuple[Store, Advance]) 
     s.add_payload_folder(JOB, second)  # once
     assert (s.manifest(JOB) or {})[PAYLOAD_OBJECT] == f"{first} {second}"
     assert s.payload_objects() == {first, second}
+
+
+def test_a_write_waits_for_every_replica_online(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The sentinels may promote any replica, by offsets seconds old: every one online must
+    have a job's answers and done state, not just one."""
+    with RedisServer(tmp_path / "p", password="pw") as primary:
+        follow = f"replicaof 127.0.0.1 {primary.port}\nmasterauth pw\n"
+        with (
+            RedisServer(tmp_path / "r1", password="pw", extra=follow),
+            RedisServer(tmp_path / "r2", password="pw", extra=follow),
+        ):
+            s = JobStore.from_url(primary.url)
+            s.replicated = True
+            deadline = time.monotonic() + 30
+            while s._replicas_online() < 2:
+                assert time.monotonic() < deadline, "the replicas never came online"
+                s._replicas_until = 0.0
+                time.sleep(0.05)
+            asked: list[int] = []
+            wait = s.client.wait
+            monkeypatch.setattr(s.client, "wait", lambda n, ms: asked.append(n) or wait(n, ms))
+            s.open_job(JOB, {"problem": "strgame"})
+            s.finish_production(JOB, 1, 1)
+            assert s.save_answers(JOB, 0, "1") and s.finish(JOB, 60)
+            assert asked == [2, 2, 2]  # the production's end, the answers, the done state
+            s.close()
