@@ -8,7 +8,7 @@ from typing import Any, Protocol
 
 from pipeline.grading.verdicts import FileVerdicts
 from pipeline.store import keys
-from pipeline.store.connections import script
+from pipeline.store.connections import LuaScript
 
 
 class VerdictStore(Protocol):
@@ -54,7 +54,7 @@ class RedisVerdicts:
 
     def __init__(self, client: Any, ttl: int) -> None:
         self.client, self.ttl = client, ttl
-        self._renew = client.register_script(script("renew_all"))
+        self._renew = LuaScript(client, "renew_all")
 
     def known(self, keys_: list[str]) -> list[bool]:
         found: list[bool] = []

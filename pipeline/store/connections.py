@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import cache
 from importlib import resources
 from typing import Any, TypeVar
 
 import redis
 from redis.backoff import ExponentialBackoff
+from redis.exceptions import NoScriptError
 from redis.retry import Retry
 from redis.sentinel import Sentinel
 
@@ -160,3 +161,20 @@ def _master(url: str, options: dict[str, Any]) -> redis.Redis:
 def script(name: str) -> str:
     """A Lua script of pipeline/store/lua/ (each lists its KEYS and ARGV at its top)."""
     return resources.files("pipeline.store").joinpath(f"lua/{name}.lua").read_text(encoding="utf-8")
+
+
+class LuaScript:
+    """A script of pipeline/store/lua/ run by its digest (EVALSHA), and sent whole (EVAL)
+    when the Redis that runs it does not know it even after redis-py loaded it: a failover
+    between the load and the run (a new primary has no scripts; a pooled connection may
+    still reach the old one)."""
+
+    def __init__(self, client: Any, name: str) -> None:
+        self.client, self.text = client, script(name)
+        self.by_digest = client.register_script(self.text)
+
+    def __call__(self, keys: Sequence[str], args: Sequence[Any]) -> Any:
+        try:
+            return self.by_digest(keys=keys, args=args)
+        except NoScriptError:
+            return self.client.eval(self.text, len(keys), *keys, *args)

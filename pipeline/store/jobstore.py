@@ -14,7 +14,14 @@ from redis.sentinel import MasterNotFoundError
 from pipeline.config import mask_url
 from pipeline.errors import UsageError
 from pipeline.store import keys
-from pipeline.store.connections import CLIENT_NAME, close, connect, probe, script, this_process
+from pipeline.store.connections import (
+    CLIENT_NAME,
+    LuaScript,
+    close,
+    connect,
+    probe,
+    this_process,
+)
 from pipeline.store.jobstate import (
     FINISHED,
     PAYLOAD_OBJECT,
@@ -49,19 +56,19 @@ class JobStore:
         self.replicated = replicated
         self._alone_until = 0.0  # no replica answered a WAIT: until then, none is asked
         self._replicas, self._replicas_until = 0, 0.0  # replicas online, until when known
-        self._save = client.register_script(script("save_answers"))
-        self._begin = client.register_script(script("begin_chunk"))
-        self._abandoned = client.register_script(script("abandoned"))
-        self._finish = client.register_script(script("finish_production"))
-        self._open = client.register_script(script("open_job"))
-        self._take = client.register_script(script("take_message"))
-        self._put = client.register_script(script("put_chunk"))
-        self._producer = client.register_script(script("producer"))
-        self._abandon = client.register_script(script("abandon_production"))
-        self._cancel = client.register_script(script("cancel"))
-        self._judged = client.register_script(script("note_judged"))
-        self._swept = client.register_script(script("note_swept"))
-        self._done = client.register_script(script("finish_job"))
+        self._save = LuaScript(client, "save_answers")
+        self._begin = LuaScript(client, "begin_chunk")
+        self._abandoned = LuaScript(client, "abandoned")
+        self._finish = LuaScript(client, "finish_production")
+        self._open = LuaScript(client, "open_job")
+        self._take = LuaScript(client, "take_message")
+        self._put = LuaScript(client, "put_chunk")
+        self._producer = LuaScript(client, "producer")
+        self._abandon = LuaScript(client, "abandon_production")
+        self._cancel = LuaScript(client, "cancel")
+        self._judged = LuaScript(client, "note_judged")
+        self._swept = LuaScript(client, "note_swept")
+        self._done = LuaScript(client, "finish_job")
 
     @classmethod
     def check_url(cls, url: str) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 import redis
 
 from pipeline.store import keys
-from pipeline.store.connections import script
+from pipeline.store.connections import LuaScript
 from pipeline.store.jobstate import FINISHED, JobState
 
 _TOKEN = re.compile(r"\d{1,20}-\d{1,20}|0")
@@ -38,9 +38,9 @@ class Records:
         self.kind = kind  # "job" or "grading": records of each kind live apart
         self._listing = keys.api_listing(kind)
         self._pending = keys.api_pending(server, kind)
-        self._open = client.register_script(script("open_record"))
-        self._finish = client.register_script(script("finish_record"))
-        self._begin = client.register_script(script("begin_record"))
+        self._open = LuaScript(client, "open_record")
+        self._finish = LuaScript(client, "finish_record")
+        self._begin = LuaScript(client, "begin_record")
 
     def _key(self, record_id: str) -> str:
         return keys.api_record(self.kind, record_id)

@@ -356,3 +356,16 @@ def test_a_write_waits_for_every_replica_online(
             assert s.save_answers(JOB, 0, "1") and s.finish(JOB, 60)
             assert asked == [2, 2, 2]  # the production's end, the answers, the done state
             s.close()
+
+
+def test_a_script_the_redis_running_it_never_loaded_is_sent_whole(
+    redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A failover between redis-py's load of a script and its run: the Redis that runs it
+    does not know it even after the load (the failover soak met it), so it is sent whole."""
+    s = JobStore.from_url(redis_server.url)
+    s.client.script_flush()
+    monkeypatch.setattr(s.client, "script_load", lambda text: "0" * 40)  # loaded elsewhere
+    s.open_job(JOB, {"problem": "strgame"})
+    assert s.progress(JOB).state == JobState.PRODUCING  # type: ignore[union-attr]
+    s.close()
