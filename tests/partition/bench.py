@@ -110,20 +110,21 @@ class Cluster:
         self.root, self.net = root, net
         self.password, self.sentinel_password = secrets.token_hex(12), secrets.token_hex(12)
         self.redis: dict[str, subprocess.Popen[bytes]] = {}
-        self.sentinels: list[subprocess.Popen[bytes]] = []
-        self.others: list[subprocess.Popen[bytes]] = []
+        self.spawned: list[subprocess.Popen[bytes]] = []  # every process, for stop()
 
     # --- processes -------------------------------------------------------------------------
 
     def _spawn(self, host: Host, args: list[str], log: Path, **env: str) -> subprocess.Popen[bytes]:
         with log.open("ab") as out:
-            return subprocess.Popen(
+            process = subprocess.Popen(
                 host.command(args),
                 stdout=out,
                 stderr=out,
                 env={**os.environ, **env},
                 start_new_session=True,
             )
+        self.spawned.append(process)
+        return process
 
     def start(self) -> None:
         primary = self.net.hosts["primary"]
@@ -145,16 +146,10 @@ class Cluster:
             watched = (primary.ip, PORT)
             conf = sentinel_conf(folder, host.ip, SENTINEL_PORT, watched, passwords, timing)
             args = [redis_server_binary(), str(conf), "--sentinel"]
-            self.sentinels.append(self._spawn(host, args, folder / "log"))
+            self._spawn(host, args, folder / "log")
         self._wait_until_watched()
-        self.others.append(
-            self._spawn(
-                self.net.hosts["worker"],
-                [sys.executable, "-m", "pipeline.cli", "worker", "--concurrency", "2"],
-                self.root / "worker.log",
-                **self.env(),
-            )
-        )
+        worker = [sys.executable, "-m", "pipeline.cli", "worker", "--concurrency", "2"]
+        self._spawn(self.net.hosts["worker"], worker, self.root / "worker.log", **self.env())
         deadline = time.monotonic() + 60
         store = self.store()
         while not store.zcard(keys.CAPACITY):  # the worker says it lives
@@ -228,7 +223,8 @@ class Cluster:
             time.sleep(0.1)
 
     def stop(self) -> None:
-        for process in [*self.others, *self.sentinels, *self.redis.values()]:
+        """Every process this run started (the clients' too, when the run was cut short)."""
+        for process in self.spawned:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.pid, signal.SIGCONT)
                 os.killpg(process.pid, signal.SIGKILL)
