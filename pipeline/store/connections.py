@@ -21,6 +21,7 @@ from pipeline.urls import SentinelUrl, is_sentinel
 
 T = TypeVar("T")
 CLIENT_NAME = "gamebatch-cli"
+PATIENCE_SECONDS = 70.0  # how long a worker's or a service's commands retry a lost Redis
 # A primary the sentinels may replace can vanish without closing its connections (its host
 # gone, or frozen): a read on such a connection waits out the socket timeout before the
 # client asks the sentinels again, and a reconnect before they named another one (its
@@ -70,7 +71,7 @@ def connect(
     url: str,
     name: str = "gamebatch-worker",
     *,
-    patience: float = 70.0,
+    patience: float = PATIENCE_SECONDS,
     said: Callable[[str], None] | None = None,
 ) -> redis.Redis:
     """A client for a broker URL (`redis://`, `rediss://`, `unix://`).

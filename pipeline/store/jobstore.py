@@ -16,6 +16,7 @@ from pipeline.errors import UsageError
 from pipeline.store import keys
 from pipeline.store.connections import (
     CLIENT_NAME,
+    PATIENCE_SECONDS,
     LuaScript,
     close,
     connect,
@@ -121,7 +122,7 @@ class JobStore:
         url: str,
         *,
         command: bool = False,
-        patience: float = 70.0,
+        patience: float = PATIENCE_SECONDS,
         said: Callable[[str], None] | None = None,
     ) -> JobStore:
         """A store on the Redis at `url`; `command`: for a gamebatch command (not a worker),

@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from pipeline.config import Settings
+from pipeline.store.connections import PATIENCE_SECONDS
 from pipeline.store.jobstate import JobCounters
 from pipeline.store.jobstore import JobStore
 
@@ -217,7 +218,7 @@ def open_store(
 ) -> JobStore | ShardedStore:
     """The store of the settings' Redis: one JobStore, or a ShardedStore with shards. A
     command's retries a lost Redis for `failover_seconds`, saying so through `said`."""
-    patience = settings.failover_seconds if command else 70.0
+    patience = settings.failover_seconds if command else PATIENCE_SECONDS
     stores = [
         JobStore.from_url(url, command=command, patience=patience, said=said)
         for url in settings.shard_urls
